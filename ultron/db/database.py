@@ -1,0 +1,120 @@
+"""Connecting to Ultron's Postgres: embedded by default, external on request.
+
+``Database.open(settings)`` is the only way in. It starts the embedded server if
+needed, checks pgvector is available, and applies pending Alembic migrations
+under an advisory lock, so any process (CLI, Dagster run worker, test) can be
+the first one to touch a fresh state directory.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from ultron.db import embedded
+from ultron.db.urls import redact, with_database, with_driver
+from ultron.settings import Settings
+
+VERSION_TABLE = "ultron_alembic_version"
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+_MIGRATION_LOCK_KEY = 0x756C74726F6E  # "ultron"
+
+
+class DatabaseError(RuntimeError):
+    """The database cannot be used as configured; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class Urls:
+    """Where Ultron's and Dagster's storage live on the chosen server."""
+
+    ultron: str  # SQLAlchemy URL, psycopg 3
+    dagster: str  # SQLAlchemy URL, psycopg2 (dagster-postgres needs it for NOTIFY)
+
+
+def resolve_urls(settings: Settings, *, keep_running: bool = False) -> Urls:
+    """Work out both URLs, starting the embedded server when no external one is set."""
+    if settings.database_url:
+        ultron_url = with_driver(settings.database_url, "psycopg")
+        dagster_src = settings.dagster_database_url or settings.database_url
+        return Urls(ultron=ultron_url, dagster=with_driver(dagster_src, "psycopg2"))
+    admin = embedded.ensure_server(settings.pgdata, keep_running=keep_running)
+    return Urls(
+        ultron=with_driver(with_database(admin, "ultron"), "psycopg"),
+        dagster=with_driver(
+            settings.dagster_database_url or with_database(admin, "dagster"), "psycopg2"
+        ),
+    )
+
+
+def check_pgvector(conn: sa.Connection, url: str, extension: str = "vector") -> None:
+    """Fail with a message that names the fix when the server lacks pgvector."""
+    available = conn.execute(
+        sa.text("SELECT 1 FROM pg_available_extensions WHERE name = :name"), {"name": extension}
+    ).first()
+    if available is None:
+        raise DatabaseError(
+            f"The PostgreSQL server at {redact(url)} does not have the '{extension}' extension "
+            "(pgvector) installed. Install pgvector on that server (for example the "
+            "postgresql-<version>-pgvector package, or the pgvector/pgvector image), or unset "
+            "ULTRON_DATABASE_URL to use the embedded server, which ships pgvector."
+        )
+
+
+def migrate(engine: Engine) -> str:
+    """Apply pending migrations; returns the head revision. Safe to call concurrently."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        check_pgvector(conn, str(engine.url))
+        # Two processes starting on a fresh database take turns here.
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+        return conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar_one()
+
+
+class Database:
+    """An engine on a migrated Ultron database."""
+
+    _cache: dict[str, "Database"] = {}
+    _cache_lock = threading.Lock()
+
+    def __init__(self, engine: Engine, urls: Urls, revision: str) -> None:
+        self.engine = engine
+        self.urls = urls
+        self.revision = revision
+
+    @classmethod
+    def open(cls, settings: Settings | None = None) -> "Database":
+        """The process-wide Database for these settings (one engine per URL)."""
+        settings = settings or Settings.from_env()
+        urls = resolve_urls(settings)
+        with cls._cache_lock:
+            db = cls._cache.get(urls.ultron)
+            if db is None:
+                engine = sa.create_engine(
+                    urls.ultron, pool_pre_ping=True, pool_size=5, max_overflow=5
+                )
+                try:
+                    revision = migrate(engine)
+                except sa.exc.OperationalError as exc:
+                    engine.dispose()
+                    raise DatabaseError(
+                        f"Cannot connect to PostgreSQL at {redact(urls.ultron)}: {exc.orig}"
+                    ) from exc
+                db = cls(engine, urls, revision)
+                cls._cache[urls.ultron] = db
+            return db
+
+    def dispose(self) -> None:
+        with self._cache_lock:
+            self._cache.pop(self.urls.ultron, None)
+        self.engine.dispose()

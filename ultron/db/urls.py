@@ -1,0 +1,33 @@
+"""Small helpers for rewriting Postgres URLs between drivers.
+
+One server is reached through three drivers: psycopg 3 for our own SQLAlchemy
+engine, psycopg2 for dagster-postgres (its LISTEN/NOTIFY breaks on psycopg 3),
+and plain libpq URIs for tools such as psql.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import make_url
+
+
+def with_driver(url: str, driver: str | None) -> str:
+    """Return ``url`` using ``postgresql+driver`` (or plain ``postgresql`` if None)."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://"):]
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("postgresql"):
+        raise ValueError(f"not a PostgreSQL URL: {redact(url)}")
+    name = "postgresql" if driver is None else f"postgresql+{driver}"
+    return parsed.set(drivername=name).render_as_string(hide_password=False)
+
+
+def with_database(url: str, database: str) -> str:
+    return make_url(url).set(database=database).render_as_string(hide_password=False)
+
+
+def redact(url: str) -> str:
+    """The URL with its password hidden, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a malformed URL is still worth showing redacted-ish
+        return url.split("@")[-1]

@@ -1,0 +1,37 @@
+"""``from ultron import Ultron``: the SDK agents and the Dagster assets share."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+from ultron.db import sessions as store
+from ultron.db.database import Database
+from ultron.ingestion import IngestReport, IngestService
+from ultron.settings import Settings
+
+
+class Ultron:
+    """Facade over Ultron's services, bound to one database.
+
+    Creating it connects (starting the embedded server if needed) and applies
+    migrations, so the first call on a fresh machine just works.
+    """
+
+    def __init__(self, settings: Settings | None = None, *, db: Database | None = None) -> None:
+        self.settings = settings or Settings.from_env()
+        self.db = db or Database.open(self.settings)
+        self.ingestion = IngestService(self.db, self.settings)
+
+    def ingest(self, paths: Iterable[str | os.PathLike[str]] | str, agent_id: str) -> IngestReport:
+        """Ingest session .jsonl files and directories; see IngestReport for the per-file outcome."""
+        return self.ingestion.ingest(paths, agent_id)
+
+    def status(self) -> dict[str, Any]:
+        with self.db.engine.connect() as conn:
+            return {
+                "database": self.db.urls.ultron.split("@")[-1],
+                "schema_revision": self.db.revision,
+                "tables": store.table_counts(conn),
+                "pending": store.pending_counts(conn),
+            }
