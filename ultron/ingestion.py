@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from ultron.db import sessions as store
 from ultron.db.database import Database
-from ultron.sessions.discovery import Found, expand_paths, partition_key, validate_agent_id
+from ultron.sessions.discovery import expand_paths, inbox_agent_id, partition_key, scan_inbox, validate_agent_id
 from ultron.sessions.parsing import FileRejected, Problem, SessionParser
 from ultron.settings import Settings
 
@@ -92,6 +92,32 @@ class IngestService:
                 reports.append(FileReport(str(found.path), found.status, agent_id, problems=[Problem(None, found.reason or "")]))
                 continue
             reports.append(self.ingest_file(found.path, agent_id))
+        return IngestReport(reports)
+
+    def refresh(self) -> IngestReport:
+        """Re-ingest whatever the sensor may have missed: known files that changed on
+        disk since their last ingest, and inbox files never ingested.
+
+        Driven by stat results against stored (size, mtime), so it reads only the
+        files that need it; ingestion's hash check still guards against touch-only changes.
+        """
+        with self.db.engine.connect() as conn:
+            records = store.list_records(conn)
+        known = {(r.agent_id, r.session_file) for r in records}
+        reports: list[FileReport] = []
+        for rec in records:
+            path = Path(rec.session_file)
+            try:
+                st = path.stat()
+            except OSError:
+                continue  # the file is gone; what was ingested stays
+            if st.st_size != rec.size_bytes or st.st_mtime_ns != rec.mtime_ns:
+                reports.append(self.ingest_file(path, rec.agent_id))
+        for inbox in self.settings.inbox:
+            for path, _mtime, _size in scan_inbox(inbox):
+                agent_id = inbox_agent_id(path, inbox, self.settings.default_agent_id)
+                if (agent_id, str(path)) not in known:
+                    reports.append(self.ingest_file(path, agent_id))
         return IngestReport(reports)
 
     def ingest_file(self, path: Path, agent_id: str) -> FileReport:

@@ -1,0 +1,3 @@
+from resources.database import UltronResource
+
+__all__ = ["UltronResource"]

@@ -1,0 +1,33 @@
+"""The database, as Dagster sees it: a resource that hands out a connected Ultron client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import dagster as dg
+
+from ultron.sdk import Ultron
+from ultron.settings import Settings
+
+
+class UltronResource(dg.ConfigurableResource):
+    """Ultron's Postgres (embedded unless ``database_url`` / ULTRON_DATABASE_URL is set).
+
+    Fields left unset fall back to the ``ULTRON_*`` environment, so the same
+    definitions serve `ultron dev`, tests (which pass ``home``) and deployments.
+    """
+
+    home: Optional[str] = None
+    database_url: Optional[str] = None
+
+    def settings(self) -> Settings:
+        overrides: dict[str, object] = {}
+        if self.home:
+            overrides["home"] = Path(self.home).resolve()
+        if self.database_url:
+            overrides["database_url"] = self.database_url
+        return Settings.from_env(**overrides)
+
+    def client(self) -> Ultron:
+        return Ultron(self.settings())

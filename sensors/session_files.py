@@ -1,0 +1,42 @@
+"""Watches ULTRON_INBOX for new or changed .jsonl files and asks for their ingestion."""
+
+
+import dagster as dg
+
+from jobs.ingest import ingest_sessions
+from ultron.inbox import diff_inbox
+from ultron.settings import Settings
+from ultron_assets.partitions import session_partitions
+
+
+def build_session_file_sensor(settings: Settings | None = None) -> dg.SensorDefinition:
+    settings = settings or Settings.from_env()
+
+    @dg.sensor(
+        name="session_file_sensor",
+        job=ingest_sessions,
+        minimum_interval_seconds=settings.sensor_interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="New or changed .jsonl files under ULTRON_INBOX become raw_sessions partitions and runs. "
+        "The agent id is the first directory level under the inbox.",
+    )
+    def session_file_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        # Read the environment at tick time so a changed ULTRON_INBOX needs no reload.
+        current = Settings.from_env() if settings is None else settings
+        diff = diff_inbox(current.inbox, current.default_agent_id, context.cursor)
+        for path, reason in diff.unsupported:
+            context.log.warning(f"{path}: not ingested: {reason}")
+        new_keys = [f.partition_key for f in diff.new]
+        run_requests = [
+            dg.RunRequest(run_key=f.run_key, partition_key=f.partition_key, tags={"ultron/agent_id": f.agent_id})
+            for f in diff.new + diff.changed
+        ]
+        if run_requests:
+            context.log.info(f"{len(diff.new)} new, {len(diff.changed)} changed, {diff.unchanged} unchanged session files")
+        return dg.SensorResult(
+            run_requests=run_requests,
+            dynamic_partitions_requests=[session_partitions.build_add_request(new_keys)] if new_keys else [],
+            cursor=diff.cursor(),
+        )
+
+    return session_file_sensor

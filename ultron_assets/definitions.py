@@ -1,0 +1,22 @@
+"""The Dagster code location: raw_sessions → (later) task_segments → quality_metrics → …"""
+
+import dagster as dg
+
+from jobs.ingest import ingest_sessions
+from jobs.maintenance import maintenance
+from resources.database import UltronResource
+from sensors.schedules import build_maintenance_schedule
+from sensors.session_files import build_session_file_sensor
+from ultron.settings import Settings
+from ultron_assets.raw_sessions import raw_sessions
+
+settings = Settings.from_env()
+
+defs = dg.Definitions(
+    assets=[raw_sessions],
+    jobs=[ingest_sessions, maintenance],
+    sensors=[build_session_file_sensor(settings)],
+    schedules=[build_maintenance_schedule(settings)],
+    resources={"ultron": UltronResource()},
+    executor=dg.in_process_executor,
+)
