@@ -21,9 +21,7 @@ def build_session_file_sensor(settings: Settings | None = None) -> dg.SensorDefi
         "The agent id is the first directory level under the inbox.",
     )
     def session_file_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        # Read the environment at tick time so a changed ULTRON_INBOX needs no reload.
-        current = Settings.from_env() if settings is None else settings
-        diff = diff_inbox(current.inbox, current.default_agent_id, context.cursor)
+        diff = diff_inbox(settings.inbox, settings.default_agent_id, context.cursor)
         for path, reason in diff.unsupported:
             context.log.warning(f"{path}: not ingested: {reason}")
         new_keys = [f.partition_key for f in diff.new]

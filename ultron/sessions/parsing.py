@@ -5,7 +5,7 @@ a single multi-megabyte line never has to sit in memory whole. Every line that
 cannot be used becomes a located :class:`Problem`; the lines around it are kept.
 
 Three shapes are understood, per line, and the file's format is reported as the
-shape of its first message-bearing line:
+most specific shape seen in it:
 
 * ``openai``: ``{"role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content"}``
 * ``anthropic``: ``{"role", "content": [blocks]}`` with text / thinking / tool_use / tool_result
@@ -31,6 +31,7 @@ _DRAIN_CHUNK = 1 << 20
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Claude Code line types that never carry a chat message.
+_FORMAT_RANK = {"openai": 0, "anthropic": 1, "claude_code": 2}
 _NON_MESSAGE_TYPES = {"file-history-snapshot", "queue-operation", "summary", "progress", "system"}
 
 
@@ -218,7 +219,8 @@ class SessionParser:
         return self._chat(lineno, inner, is_sidechain=sidechain, source_id=source_id, merge_key=merge_key)
 
     def _note_format(self, fmt: str) -> None:
-        if self.stats.format is None:
+        # Plain text lines look the same in every format; the most specific shape seen wins.
+        if _FORMAT_RANK[fmt] > _FORMAT_RANK.get(self.stats.format, -1):
             self.stats.format = fmt
 
     def _chat(

@@ -1,0 +1,94 @@
+"""The inbox sensor, the maintenance job and its schedule."""
+
+import json
+import os
+
+import dagster as dg
+
+from resources.database import UltronResource
+from sensors.schedules import build_maintenance_schedule
+from sensors.session_files import build_session_file_sensor
+from tests.conftest import TEST_HOME, write_jsonl
+from ultron.inbox import diff_inbox
+from ultron.settings import Settings
+from jobs.maintenance import maintenance
+
+ROW = {"role": "user", "content": "hello"}
+
+
+def tick(sensor, instance, cursor=None):
+    ctx = dg.build_sensor_context(instance=instance, cursor=cursor)
+    return sensor(ctx)
+
+
+def test_new_and_changed_files_become_partitions_and_runs_once(dagster_instance, tmp_path):
+    inbox = tmp_path / "inbox"
+    settings = Settings.from_env(home=tmp_path / "home", inbox=(inbox,))
+    a = write_jsonl(inbox / "alice" / "proj" / "a.jsonl", [ROW])
+    write_jsonl(inbox / "loose.jsonl", [ROW])
+    write_jsonl(inbox / ".hidden" / "h.jsonl", [ROW])
+    (inbox / "notes.txt").write_text("ignored")
+    sensor = build_session_file_sensor(settings)
+
+    first = tick(sensor, dagster_instance)
+    keys = sorted(r.partition_key for r in first.run_requests)
+    assert keys == ["alice:alice/proj/a.jsonl", "default:loose.jsonl"]
+    assert {r.tags["ultron/agent_id"] for r in first.run_requests} == {"alice", "default"}
+    [add] = first.dynamic_partitions_requests
+    assert sorted(add.partition_keys) == keys and add.partitions_def_name == "session_files"
+
+    second = tick(sensor, dagster_instance, first.cursor)
+    assert second.run_requests == [] and second.dynamic_partitions_requests == []
+
+    with open(a, "a") as fh:
+        fh.write(json.dumps(ROW) + "\n")
+    third = tick(sensor, dagster_instance, second.cursor)
+    [req] = third.run_requests
+    assert req.partition_key == "alice:alice/proj/a.jsonl"
+    assert req.run_key not in {r.run_key for r in first.run_requests}
+    assert third.dynamic_partitions_requests == []  # known partition, nothing to add
+
+    a.unlink()
+    fourth = tick(sensor, dagster_instance, third.cursor)
+    assert fourth.run_requests == [] and str(a) not in json.loads(fourth.cursor)["files"]
+
+
+def test_a_garbled_cursor_starts_over_instead_of_failing(tmp_path):
+    inbox = tmp_path / "inbox"
+    write_jsonl(inbox / "s.jsonl", [ROW])
+    assert len(diff_inbox([inbox], "default", "{not json").new) == 1
+    assert len(diff_inbox([inbox], "default", json.dumps({"v": 99})).new) == 1
+
+
+def test_unsupported_file_names_are_reported_not_requested(tmp_path):
+    inbox = tmp_path / "inbox"
+    write_jsonl(inbox / "odd...name.jsonl", [ROW])
+    diff = diff_inbox([inbox], "default", None)
+    assert diff.new == [] and "odd...name.jsonl" in diff.unsupported[0][0]
+
+
+def test_maintenance_schedule_follows_decay_interval(tmp_path):
+    schedule = build_maintenance_schedule(Settings.from_env(home=tmp_path, decay_interval_hours=3))
+    assert schedule.cron_schedule == "0 */3 * * *"
+    assert schedule.job_name == "maintenance"
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+
+
+def test_maintenance_job_reingests_what_the_sensor_missed(client, settings, dagster_instance):
+    inbox = settings.inbox[0]
+    f = write_jsonl(inbox / "maint-agent" / "m.jsonl", [ROW])
+    try:
+        result = maintenance.execute_in_process(
+            instance=dagster_instance, resources={"ultron": UltronResource(home=str(TEST_HOME))})
+        assert result.success
+        mats = [e.event_specific_data.materialization for e in result.all_events
+                if e.event_type_value == "ASSET_MATERIALIZATION"]
+        assert [(m.partition, m.metadata["status"].value) for m in mats] == [
+            ("maint-agent:maint-agent/m.jsonl", "new")]
+        assert dagster_instance.has_dynamic_partition("session_files", "maint-agent:maint-agent/m.jsonl")
+        # Nothing pending any more: a second run does nothing.
+        again = maintenance.execute_in_process(
+            instance=dagster_instance, resources={"ultron": UltronResource(home=str(TEST_HOME))})
+        assert not [e for e in again.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
+    finally:
+        os.unlink(f)
