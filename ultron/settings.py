@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping, TypeVar
+
+T = TypeVar("T", int, float)
 
 MB = 1024 * 1024
 
@@ -19,24 +21,15 @@ class SettingsError(ValueError):
     """A ``ULTRON_*`` variable holds a value we cannot use."""
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+def _number(env: Mapping[str, str], name: str, default: T, cast: Callable[[str], T]) -> T:
     raw = env.get(name, "").strip()
     if not raw:
         return default
     try:
-        return int(raw)
+        return cast(raw)
     except ValueError as exc:
-        raise SettingsError(f"{name}={raw!r} is not an integer") from exc
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise SettingsError(f"{name}={raw!r} is not a number") from exc
+        kind = "an integer" if cast is int else "a number"
+        raise SettingsError(f"{name}={raw!r} is not {kind}") from exc
 
 
 @dataclass(frozen=True)
@@ -89,13 +82,13 @@ class Settings:
             dagster_database_url=env.get("ULTRON_DAGSTER_DATABASE_URL") or None,
             inbox=inbox,
             default_agent_id=env.get("ULTRON_DEFAULT_AGENT_ID") or "default",
-            decay_interval_hours=_float(env, "ULTRON_DECAY_INTERVAL_HOURS", 6.0),
-            archive_max_bytes=_int(env, "ULTRON_ARCHIVE_MAX_BYTES", 10 * MB),
-            max_line_bytes=_int(env, "ULTRON_MAX_LINE_BYTES", 8 * MB),
-            max_problems_per_file=_int(env, "ULTRON_MAX_PROBLEMS_PER_FILE", 1000),
-            sensor_interval_seconds=_int(env, "ULTRON_SENSOR_INTERVAL_SECONDS", 15),
+            decay_interval_hours=_number(env, "ULTRON_DECAY_INTERVAL_HOURS", 6.0, float),
+            archive_max_bytes=_number(env, "ULTRON_ARCHIVE_MAX_BYTES", 10 * MB, int),
+            max_line_bytes=_number(env, "ULTRON_MAX_LINE_BYTES", 8 * MB, int),
+            max_problems_per_file=_number(env, "ULTRON_MAX_PROBLEMS_PER_FILE", 1000, int),
+            sensor_interval_seconds=_number(env, "ULTRON_SENSOR_INTERVAL_SECONDS", 15, int),
             dagster_host=env.get("ULTRON_DAGSTER_HOST") or "127.0.0.1",
-            dagster_port=_int(env, "ULTRON_DAGSTER_PORT", 3000),
+            dagster_port=_number(env, "ULTRON_DAGSTER_PORT", 3000, int),
         )
         known = {f.name for f in fields(cls)}
         unknown = set(overrides) - known

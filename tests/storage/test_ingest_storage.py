@@ -192,3 +192,30 @@ def test_two_processes_starting_a_fresh_embedded_server_together(tmp_path):
                             "print(Ultron().status()['tables']['trajectory_records'])"],
                            env=env, capture_output=True, text=True, timeout=120)
     assert check.stdout.strip() == "2", check.stderr
+
+
+def test_a_server_without_pgvector_gets_an_error_naming_the_fix(client):
+    import pytest
+
+    from ultron.db.database import DatabaseError, check_pgvector
+
+    with client.db.engine.connect() as conn:
+        check_pgvector(conn, "postgresql://u:secret@db/x")  # the embedded server has it
+        with pytest.raises(DatabaseError) as err:
+            check_pgvector(conn, "postgresql://u:secret@db/x", extension="vector_missing_for_test")
+    message = str(err.value)
+    assert "Install pgvector" in message and "unset ULTRON_DATABASE_URL" in message
+    assert "secret" not in message
+
+
+def test_dagster_storage_uses_psycopg2_on_the_same_server(client, settings):
+    from resources.dagster_storage import dagster_postgres_url
+    from ultron.db.database import resolve_urls
+
+    urls = resolve_urls(settings)
+    assert urls.ultron.startswith("postgresql+psycopg://") and urls.ultron.split("?")[0].endswith("/ultron")
+    assert urls.dagster.startswith("postgresql+psycopg2://") and urls.dagster.split("?")[0].endswith("/dagster")
+    assert dagster_postgres_url("postgresql+psycopg://u:p@h:5432/d") == "postgresql+psycopg2://u:p@h:5432/d"
+    external = resolve_urls(settings.__class__.from_env(database_url="postgres://u:p@h/ultron"))
+    assert external.ultron == "postgresql+psycopg://u:p@h/ultron"
+    assert external.dagster == "postgresql+psycopg2://u:p@h/ultron"
