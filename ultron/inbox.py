@@ -3,18 +3,25 @@
 State is a map ``path -> [mtime_ns, size]``. Comparing stat results (no reads,
 no hashing, no database) keeps a tick over 10,000 unchanged files well under a
 second; the content hash check happens later, inside ingestion.
+
+Dagster stores a sensor's cursor with every tick, so the state is serialised
+compactly: paths relative to their inbox, zlib-compressed, base64-encoded.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 from ultron.sessions.discovery import inbox_agent_id, partition_key, scan_inbox
 
-CURSOR_VERSION = 1
+CURSOR_VERSION = 2
+_PREFIX = f"z{CURSOR_VERSION}:"
 
 
 @dataclass(frozen=True)
@@ -38,22 +45,28 @@ class InboxDiff:
     removed: list[str] = field(default_factory=list)
     unsupported: list[tuple[str, str]] = field(default_factory=list)
     unchanged: int = 0
-    state: dict[str, list[int]] = field(default_factory=dict)
+    #: inbox -> {path relative to it -> [mtime_ns, size]}
+    state: dict[str, dict[str, list[int]]] = field(default_factory=dict)
 
     def cursor(self) -> str:
-        return json.dumps({"v": CURSOR_VERSION, "files": self.state}, separators=(",", ":"))
+        raw = json.dumps({"v": CURSOR_VERSION, "inboxes": self.state}, separators=(",", ":"), sort_keys=True)
+        return _PREFIX + base64.b64encode(zlib.compress(raw.encode(), 9)).decode()
+
+    def files(self) -> dict[str, list[int]]:
+        """The state as absolute path -> [mtime_ns, size]."""
+        return {os.path.join(inbox, rel): v for inbox, entries in self.state.items() for rel, v in entries.items()}
 
 
-def load_state(cursor: str | None) -> dict[str, list[int]]:
-    if not cursor:
+def load_state(cursor: str | None) -> dict[str, dict[str, list[int]]]:
+    """The state stored in a cursor; anything unreadable starts over (every file looks new)."""
+    if not cursor or not cursor.startswith(_PREFIX):
         return {}
     try:
-        data = json.loads(cursor)
-    except ValueError:
+        data = json.loads(zlib.decompress(base64.b64decode(cursor[len(_PREFIX):])))
+    except (ValueError, zlib.error):
         return {}
-    if not isinstance(data, dict) or data.get("v") != CURSOR_VERSION or not isinstance(data.get("files"), dict):
-        return {}
-    return data["files"]
+    inboxes = data.get("inboxes") if isinstance(data, dict) else None
+    return inboxes if isinstance(inboxes, dict) else {}
 
 
 def diff_inbox(inboxes: Iterable[Path], default_agent_id: str, cursor: str | None) -> InboxDiff:
@@ -61,10 +74,14 @@ def diff_inbox(inboxes: Iterable[Path], default_agent_id: str, cursor: str | Non
     previous = load_state(cursor)
     diff = InboxDiff()
     for inbox in inboxes:
+        inbox_key = str(inbox)
+        seen_here = previous.get(inbox_key, {})
+        current = diff.state.setdefault(inbox_key, {})
+        prefix_len = len(inbox_key) + 1
         for path, mtime_ns, size in scan_inbox(inbox):
-            key_path = str(path)
-            seen = previous.get(key_path)
-            diff.state[key_path] = [mtime_ns, size]
+            rel = str(path)[prefix_len:]
+            seen = seen_here.get(rel)
+            current[rel] = [mtime_ns, size]
             if seen is not None and seen[0] == mtime_ns and seen[1] == size:
                 diff.unchanged += 1
                 continue
@@ -72,9 +89,9 @@ def diff_inbox(inboxes: Iterable[Path], default_agent_id: str, cursor: str | Non
             try:
                 key = partition_key(agent_id, path, inboxes)
             except ValueError as exc:
-                diff.unsupported.append((key_path, str(exc)))
+                diff.unsupported.append((str(path), str(exc)))
                 continue
             item = InboxFile(path, agent_id, key, mtime_ns, size)
             (diff.new if seen is None else diff.changed).append(item)
-    diff.removed = [p for p in previous if p not in diff.state]
+        diff.removed += [os.path.join(inbox_key, rel) for rel in seen_here if rel not in current]
     return diff

@@ -49,15 +49,28 @@ def test_new_and_changed_files_become_partitions_and_runs_once(dagster_instance,
     assert third.dynamic_partitions_requests == []  # known partition, nothing to add
 
     a.unlink()
-    fourth = tick(sensor, dagster_instance, third.cursor)
-    assert fourth.run_requests == [] and str(a) not in json.loads(fourth.cursor)["files"]
+    fourth = diff_inbox([inbox], "default", third.cursor)
+    assert fourth.new == fourth.changed == [] and fourth.removed == [str(a)]
+    assert str(a) not in fourth.files() and str(inbox / "loose.jsonl") in fourth.files()
 
 
 def test_a_garbled_cursor_starts_over_instead_of_failing(tmp_path):
     inbox = tmp_path / "inbox"
     write_jsonl(inbox / "s.jsonl", [ROW])
     assert len(diff_inbox([inbox], "default", "{not json").new) == 1
+    assert len(diff_inbox([inbox], "default", "z2:not-base64!").new) == 1
     assert len(diff_inbox([inbox], "default", json.dumps({"v": 99})).new) == 1
+
+
+def test_the_cursor_stays_small_for_many_files(tmp_path):
+    inbox = tmp_path / "inbox"
+    for i in range(2000):
+        write_jsonl(inbox / f"agent{i % 20:02d}" / "project" / f"session-{i:06d}.jsonl", [ROW])
+    diff = diff_inbox([inbox], "default", None)
+    assert len(diff.new) == 2000
+    # Dagster keeps the cursor with every tick: well under 40 bytes a file.
+    assert len(diff.cursor()) < 2000 * 40
+    assert diff_inbox([inbox], "default", diff.cursor()).unchanged == 2000
 
 
 def test_unsupported_file_names_are_reported_not_requested(tmp_path):
