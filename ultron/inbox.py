@@ -50,7 +50,7 @@ class InboxDiff:
 
     def cursor(self) -> str:
         raw = json.dumps({"v": CURSOR_VERSION, "inboxes": self.state}, separators=(",", ":"), sort_keys=True)
-        return _PREFIX + base64.b64encode(zlib.compress(raw.encode(), 9)).decode()
+        return _PREFIX + base64.b64encode(zlib.compress(raw.encode(), 6)).decode()
 
     def files(self) -> dict[str, list[int]]:
         """The state as absolute path -> [mtime_ns, size]."""

@@ -169,7 +169,8 @@ class IngestService:
                 conn, agent_id=agent_id, session_file=str(path), partition_key=report.partition_key,
                 content_hash=digest, size_bytes=st.st_size, mtime_ns=st.st_mtime_ns,
             )
-            store.clear_parsed(conn, record_id)
+            if existing is not None:
+                store.clear_parsed(conn, record_id)
             parser = SessionParser(
                 max_line_bytes=self.settings.max_line_bytes, max_problems=self.settings.max_problems_per_file
             )
@@ -202,10 +203,7 @@ class IngestService:
                 content = path.read_bytes()
                 if hashlib.sha256(content).hexdigest() != digest:
                     raise RuntimeError("file changed while it was being ingested; not archived")
-                store.archive_upload(
-                    conn, kind="ingest_file", agent_id=agent_id, source_path=str(path),
-                    content_hash=digest, content=content,
-                )
+                store.archive_file(conn, agent_id=agent_id, source_path=str(path), content_hash=digest, content=content)
             report.archived = True
         except Exception as exc:  # noqa: BLE001 - archiving is best effort by design
             report.archive_error = f"{type(exc).__name__}: {exc}"

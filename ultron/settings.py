@@ -56,6 +56,9 @@ class Settings:
     max_problems_per_file: int = 1000
     #: ULTRON_SENSOR_INTERVAL_SECONDS: how often the inbox sensor ticks.
     sensor_interval_seconds: int = 15
+    #: ULTRON_SENSOR_MAX_RUNS_PER_TICK: above this many new/changed files in one tick,
+    #: the sensor launches one batch run instead of one run per file.
+    sensor_max_runs_per_tick: int = 25
     #: ULTRON_DAGSTER_HOST / ULTRON_DAGSTER_PORT: where `ultron dev` serves the UI.
     dagster_host: str = "127.0.0.1"
     dagster_port: int = 3000
@@ -87,6 +90,7 @@ class Settings:
             max_line_bytes=_number(env, "ULTRON_MAX_LINE_BYTES", 8 * MB, int),
             max_problems_per_file=_number(env, "ULTRON_MAX_PROBLEMS_PER_FILE", 1000, int),
             sensor_interval_seconds=_number(env, "ULTRON_SENSOR_INTERVAL_SECONDS", 15, int),
+            sensor_max_runs_per_tick=_number(env, "ULTRON_SENSOR_MAX_RUNS_PER_TICK", 25, int),
             dagster_host=env.get("ULTRON_DAGSTER_HOST") or "127.0.0.1",
             dagster_port=_number(env, "ULTRON_DAGSTER_PORT", 3000, int),
         )

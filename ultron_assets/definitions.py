@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from jobs.ingest import ingest_sessions
+from jobs.ingest import ingest_inbox, ingest_sessions
 from jobs.maintenance import maintenance
 from resources.database import UltronResource
 from sensors.schedules import build_maintenance_schedule
@@ -14,7 +14,7 @@ settings = Settings.from_env()
 
 defs = dg.Definitions(
     assets=[raw_sessions],
-    jobs=[ingest_sessions, maintenance],
+    jobs=[ingest_sessions, ingest_inbox, maintenance],
     sensors=[build_session_file_sensor(settings)],
     schedules=[build_maintenance_schedule(settings)],
     resources={"ultron": UltronResource()},

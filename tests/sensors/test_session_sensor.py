@@ -54,6 +54,20 @@ def test_new_and_changed_files_become_partitions_and_runs_once(dagster_instance,
     assert str(a) not in fourth.files() and str(inbox / "loose.jsonl") in fourth.files()
 
 
+def test_a_large_sweep_becomes_one_batch_run(dagster_instance, tmp_path):
+    inbox = tmp_path / "inbox"
+    for i in range(4):
+        write_jsonl(inbox / "bulk" / f"s{i}.jsonl", [ROW])
+    sensor = build_session_file_sensor(
+        Settings.from_env(home=tmp_path / "home", inbox=(inbox,), sensor_max_runs_per_tick=3))
+    result = tick(sensor, dagster_instance)
+    [req] = result.run_requests
+    assert req.job_name == "ingest_inbox" and req.partition_key is None
+    assert req.run_key.startswith("batch|") and req.tags["ultron/files"] == "4"
+    assert len(result.dynamic_partitions_requests[0].partition_keys) == 4
+    assert tick(sensor, dagster_instance, result.cursor).run_requests == []
+
+
 def test_a_garbled_cursor_starts_over_instead_of_failing(tmp_path):
     inbox = tmp_path / "inbox"
     write_jsonl(inbox / "s.jsonl", [ROW])

@@ -56,8 +56,9 @@ def test_appended_file_goes_back_to_pending_segmentation(client, tmp_path):
     assert scalar(client, "SELECT segmented FROM trajectory_records") == 0
     assert scalar(client, "SELECT count(*) FROM trajectory_records") == 1
     assert scalar(client, "SELECT count(*) FROM session_messages") == 4
-    # Both versions of the raw bytes are archived.
-    assert scalar(client, "SELECT count(*) FROM raw_user_uploads") == 2
+    # The archive holds the latest version, once.
+    assert scalar(client, "SELECT count(*) FROM raw_user_uploads") == 1
+    assert scalar(client, "SELECT size_bytes FROM raw_user_uploads") == f.stat().st_size
 
 
 def test_touch_without_content_change_stays_unchanged(client, tmp_path):

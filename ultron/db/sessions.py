@@ -167,23 +167,24 @@ def iter_messages(conn: sa.Connection, record_id: str, *, limit: int | None = No
         yield Message(**r._mapping)
 
 
-def archive_upload(
-    conn: sa.Connection, *, kind: str, agent_id: str | None, source_path: str | None,
-    content_hash: str, content: bytes,
-) -> bool:
-    """Keep the raw bytes; returns False when this exact version was archived already."""
-    result = conn.execute(
+def archive_file(
+    conn: sa.Connection, *, agent_id: str, source_path: str, content_hash: str, content: bytes,
+) -> None:
+    """Keep the raw bytes of a session file: one row per file, holding its latest version,
+    so a file that grows all day does not pile up a copy per version."""
+    conn.execute(
         sa.text(
             """
             INSERT INTO raw_user_uploads (id, kind, agent_id, source_path, content_hash, size_bytes, content)
-            VALUES (:id, :kind, :a, :p, :h, :s, :c)
-            ON CONFLICT DO NOTHING
+            VALUES (:id, 'ingest_file', :a, :p, :h, :s, :c)
+            ON CONFLICT (agent_id, source_path) WHERE kind = 'ingest_file' DO UPDATE SET
+                content_hash = EXCLUDED.content_hash, size_bytes = EXCLUDED.size_bytes,
+                content = EXCLUDED.content, created_at = now()
             """
         ),
-        {"id": str(uuid.uuid4()), "kind": kind, "a": agent_id, "p": source_path, "h": content_hash,
+        {"id": str(uuid.uuid4()), "a": agent_id, "p": source_path, "h": content_hash,
          "s": len(content), "c": content},
     )
-    return result.rowcount == 1
 
 
 def table_counts(conn: sa.Connection) -> dict[str, int]:

@@ -84,9 +84,14 @@ def upgrade() -> None:
         sa.Column("created_at", sa.TIMESTAMP(timezone=True), nullable=False, server_default=NOW),
         sa.CheckConstraint("kind IN ('ingest_file', 'ingest_text')", name="ck_raw_user_uploads_kind"),
     )
+    # One archived copy per session file (the latest version), one per distinct text.
     op.create_index(
-        "uq_raw_user_uploads_version", "raw_user_uploads",
-        ["kind", sa.text("coalesce(source_path, '')"), "content_hash"], unique=True,
+        "uq_raw_user_uploads_file", "raw_user_uploads", ["agent_id", "source_path"], unique=True,
+        postgresql_where=sa.text("kind = 'ingest_file'"),
+    )
+    op.create_index(
+        "uq_raw_user_uploads_text", "raw_user_uploads", ["content_hash"], unique=True,
+        postgresql_where=sa.text("kind = 'ingest_text'"),
     )
 
     op.create_table(
