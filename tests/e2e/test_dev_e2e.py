@@ -32,6 +32,11 @@ def test_ultron_dev_serves_the_ui_with_the_examples_ingested(tmp_path):
     home = tmp_path / "home"
     env = {**os.environ, "ULTRON_HOME": str(home), "ULTRON_SENSOR_INTERVAL_SECONDS": "2"}
     log = open(tmp_path / "dev.log", "w")
+
+    def log_tail() -> str:
+        log.flush()
+        return (tmp_path / "dev.log").read_text()[-4000:]
+
     proc = subprocess.Popen([sys.executable, "-m", "ultron.cli", "dev", "--port", str(port)], env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -39,7 +44,7 @@ def test_ultron_dev_serves_the_ui_with_the_examples_ingested(tmp_path):
         materialized: set[str] = set()
         data: dict = {}
         while time.time() < deadline:
-            assert proc.poll() is None, (tmp_path / "dev.log").read_text()[-3000:]
+            assert proc.poll() is None, log_tail()
             try:
                 data = graphql(port)
                 materialized = {m["partition"] for m in data["assetOrError"]["assetMaterializations"]}
@@ -49,22 +54,26 @@ def test_ultron_dev_serves_the_ui_with_the_examples_ingested(tmp_path):
                 break
             time.sleep(2)
         examples = sorted(p.name for p in (home / "inbox" / "examples").glob("*.jsonl"))
-        assert len(examples) == 4
-        assert materialized == {f"examples:examples/{name}" for name in examples}, \
-            (tmp_path / "dev.log").read_text()[-3000:]
-        assert set(data["assetNodes"][0]["partitionKeys"]) == materialized
+        assert len(examples) == 4, log_tail()
+        assert materialized == {f"examples:examples/{name}" for name in examples}, log_tail()
+        assert set(data["assetNodes"][0]["partitionKeys"]) == materialized, data
         status = subprocess.run([sys.executable, "-m", "ultron.cli", "status", "--json"], env=env,
                                 capture_output=True, text=True, timeout=60)
-        assert json.loads(status.stdout)["tables"]["trajectory_records"] == 4
+        assert json.loads(status.stdout)["tables"]["trajectory_records"] == 4, status.stderr
     finally:
         proc.send_signal(signal.SIGINT)
         try:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
-            raise
-        log.close()
+            raise AssertionError("ultron dev did not stop within 60 s of SIGINT\n" + log_tail())
+        finally:
+            log.close()
     # Everything it started has stopped, the database included.
-    time.sleep(1)
-    leftovers = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True).stdout.split()
-    assert leftovers == []
+    deadline = time.time() + 15
+    while True:
+        leftovers = subprocess.run(["pgrep", "-af", str(home)], capture_output=True, text=True).stdout
+        if not leftovers or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert leftovers == "", leftovers
