@@ -455,8 +455,8 @@ def throughput_rows(
     from ultron.sdk import Ultron
 
     def forget_archive() -> None:
-        # The raw archive keeps one copy per (path, content hash): without this, repetitions
-        # after the first would hit ON CONFLICT DO NOTHING and skip storing the bytes.
+        # Each repetition uses a new agent id, so it archives a new copy of every file;
+        # emptying the archive first keeps every repetition's table the same size.
         with ultron.db.engine.begin() as conn:
             conn.execute(sa.text("DELETE FROM raw_user_uploads"))
 
