@@ -22,6 +22,16 @@ class Ultron:
         self.settings = settings or Settings.from_env()
         self.db = db or Database.open(self.settings)
         self.ingestion = IngestService(self.db, self.settings)
+        self._trajectory_service = None
+
+    @property
+    def trajectory_service(self):
+        """Segmentation, quality labels and stats (see ultron.trajectory.service)."""
+        if self._trajectory_service is None:
+            from ultron.trajectory.service import TrajectoryService
+
+            self._trajectory_service = TrajectoryService(self.db, self.settings)
+        return self._trajectory_service
 
     def ingest(self, paths: Iterable[str | os.PathLike[str]] | str, agent_id: str) -> IngestReport:
         """Ingest session .jsonl files and directories; see IngestReport for the per-file outcome."""

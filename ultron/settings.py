@@ -15,6 +15,12 @@ from typing import Callable, Mapping, TypeVar
 T = TypeVar("T", int, float)
 
 MB = 1024 * 1024
+DASHSCOPE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
+
+
+def _dashscope_only(env: Mapping[str, str]) -> bool:
+    """Only a DashScope key is set: use DashScope's OpenAI-compatible endpoint."""
+    return bool(env.get("DASHSCOPE_API_KEY")) and not env.get("ULTRON_LLM_API_KEY")
 
 
 class SettingsError(ValueError):
@@ -59,6 +65,34 @@ class Settings:
     #: ULTRON_SENSOR_MAX_RUNS_PER_TICK: above this many new/changed files in one tick,
     #: the sensor launches one batch run instead of one run per file.
     sensor_max_runs_per_tick: int = 25
+    #: ULTRON_LLM_PROVIDER: rules | openai | auto (openai when a key or base URL is set).
+    llm_provider: str = "auto"
+    #: ULTRON_LLM_BASE_URL: any OpenAI-compatible endpoint (DashScope, vLLM, Ollama, OpenAI).
+    llm_base_url: str | None = None
+    #: ULTRON_LLM_API_KEY, falling back to DASHSCOPE_API_KEY (with DashScope's URL).
+    llm_api_key: str | None = None
+    #: ULTRON_LLM_MODEL: the main model.
+    llm_model: str = "qwen3.6-flash"
+    #: ULTRON_QUALITY_LLM_MODEL: the trajectory judge; defaults to the main model.
+    quality_llm_model: str | None = None
+    #: ULTRON_LLM_TIMEOUT_SECONDS / ULTRON_LLM_MAX_RETRIES / ULTRON_LLM_RETRY_BASE_SECONDS:
+    #: per-request timeout, retries on 429/5xx/timeouts, first backoff delay (doubles).
+    llm_timeout_seconds: float = 60.0
+    llm_max_retries: int = 3
+    llm_retry_base_seconds: float = 1.0
+    #: ULTRON_LLM_MAX_INPUT_TOKENS / ULTRON_LLM_PROMPT_RESERVE_TOKENS: a segmentation window
+    #: packs messages up to (max_input - reserve) tokens of conversation text; the reserve
+    #: covers the instructions and the model's answer.
+    llm_max_input_tokens: int = 16000
+    llm_prompt_reserve_tokens: int = 3000
+    #: ULTRON_TRAJECTORY_MEMORY_SCORE_THRESHOLD / ULTRON_TRAJECTORY_SFT_SCORE_THRESHOLD.
+    trajectory_memory_score_threshold: float = 0.7
+    trajectory_sft_score_threshold: float = 0.8
+    #: ULTRON_TRAJECTORY_EXCELLENT_SCORE_THRESHOLD: the "excellent" stats bucket
+    #: (usable starts at the memory threshold, weak is below it).
+    trajectory_excellent_score_threshold: float = 0.85
+    #: ULTRON_QUALITY_JUDGE_WEIGHT: share of the LLM judge in overall_score when one is configured.
+    quality_judge_weight: float = 0.5
     #: ULTRON_DAGSTER_HOST / ULTRON_DAGSTER_PORT: where `ultron dev` serves the UI.
     dagster_host: str = "127.0.0.1"
     dagster_port: int = 3000
@@ -70,6 +104,15 @@ class Settings:
             raise SettingsError("ULTRON_DECAY_INTERVAL_HOURS must be positive")
         if self.max_line_bytes < 1024:
             raise SettingsError("ULTRON_MAX_LINE_BYTES must be at least 1024")
+        if self.llm_provider not in ("auto", "rules", "openai"):
+            raise SettingsError(f"ULTRON_LLM_PROVIDER={self.llm_provider!r}: use rules, openai or auto")
+        if self.segment_budget_tokens < 256:
+            raise SettingsError(
+                "ULTRON_LLM_MAX_INPUT_TOKENS - ULTRON_LLM_PROMPT_RESERVE_TOKENS must leave at least 256 tokens")
+        for name in ("trajectory_memory_score_threshold", "trajectory_sft_score_threshold",
+                     "trajectory_excellent_score_threshold", "quality_judge_weight"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise SettingsError(f"ULTRON_{name.upper()} must be between 0 and 1")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
@@ -91,6 +134,21 @@ class Settings:
             max_problems_per_file=_number(env, "ULTRON_MAX_PROBLEMS_PER_FILE", 1000, int),
             sensor_interval_seconds=_number(env, "ULTRON_SENSOR_INTERVAL_SECONDS", 15, int),
             sensor_max_runs_per_tick=_number(env, "ULTRON_SENSOR_MAX_RUNS_PER_TICK", 25, int),
+            llm_provider=(env.get("ULTRON_LLM_PROVIDER") or "auto").strip().lower(),
+            llm_base_url=env.get("ULTRON_LLM_BASE_URL") or (DASHSCOPE_URL if _dashscope_only(env) else None),
+            llm_api_key=env.get("ULTRON_LLM_API_KEY") or env.get("DASHSCOPE_API_KEY") or None,
+            llm_model=env.get("ULTRON_LLM_MODEL") or "qwen3.6-flash",
+            quality_llm_model=env.get("ULTRON_QUALITY_LLM_MODEL") or None,
+            llm_timeout_seconds=_number(env, "ULTRON_LLM_TIMEOUT_SECONDS", 60.0, float),
+            llm_max_retries=_number(env, "ULTRON_LLM_MAX_RETRIES", 3, int),
+            llm_retry_base_seconds=_number(env, "ULTRON_LLM_RETRY_BASE_SECONDS", 1.0, float),
+            llm_max_input_tokens=_number(env, "ULTRON_LLM_MAX_INPUT_TOKENS", 16000, int),
+            llm_prompt_reserve_tokens=_number(env, "ULTRON_LLM_PROMPT_RESERVE_TOKENS", 3000, int),
+            trajectory_memory_score_threshold=_number(env, "ULTRON_TRAJECTORY_MEMORY_SCORE_THRESHOLD", 0.7, float),
+            trajectory_sft_score_threshold=_number(env, "ULTRON_TRAJECTORY_SFT_SCORE_THRESHOLD", 0.8, float),
+            trajectory_excellent_score_threshold=_number(
+                env, "ULTRON_TRAJECTORY_EXCELLENT_SCORE_THRESHOLD", 0.85, float),
+            quality_judge_weight=_number(env, "ULTRON_QUALITY_JUDGE_WEIGHT", 0.5, float),
             dagster_host=env.get("ULTRON_DAGSTER_HOST") or "127.0.0.1",
             dagster_port=_number(env, "ULTRON_DAGSTER_PORT", 3000, int),
         )
@@ -100,6 +158,22 @@ class Settings:
             raise SettingsError(f"unknown settings: {sorted(unknown)}")
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
+
+    @property
+    def segment_budget_tokens(self) -> int:
+        """Tokens of conversation text one segmentation window may hold."""
+        return self.llm_max_input_tokens - self.llm_prompt_reserve_tokens
+
+    @property
+    def resolved_llm_provider(self) -> str:
+        """`auto` means openai when an endpoint or key is configured, else the offline rules."""
+        if self.llm_provider != "auto":
+            return self.llm_provider
+        return "openai" if (self.llm_api_key or self.llm_base_url) else "rules"
+
+    @property
+    def judge_model(self) -> str:
+        return self.quality_llm_model or self.llm_model
 
     @property
     def pgdata(self) -> Path:

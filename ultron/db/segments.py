@@ -1,0 +1,184 @@
+"""SQL for task_segments (and archiving the memories of a replaced segment)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from ultron.sessions.messages import Message
+
+
+@dataclass(frozen=True)
+class PendingSession:
+    record_id: str
+    agent_id: str
+    session_file: str
+    partition_key: str | None
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class SegmentRow:
+    id: str
+    agent_id: str
+    session_file: str
+    segment_index: int
+    start_line: int
+    end_line: int
+    fingerprint: str
+    topic: str | None
+    quality_metrics: str | None
+    labeled: int
+    memory_extracted: int
+
+    @property
+    def metrics(self) -> dict[str, Any] | None:
+        return json.loads(self.quality_metrics) if self.quality_metrics else None
+
+
+_SEG_COLS = ("id, agent_id, session_file, segment_index, start_line, end_line, fingerprint, topic, "
+             "quality_metrics, labeled, memory_extracted")
+
+
+def pending_sessions(conn: sa.Connection, limit: int, partition_key: str | None = None) -> list[PendingSession]:
+    sql = ("SELECT id AS record_id, agent_id, session_file, partition_key, content_hash FROM trajectory_records "
+           "WHERE segmented = 0")
+    params: dict[str, Any] = {"limit": limit}
+    if partition_key is not None:
+        sql += " AND partition_key = :k"
+        params["k"] = partition_key
+    rows = conn.execute(sa.text(sql + " ORDER BY updated_at, id LIMIT :limit"), params)
+    return [PendingSession(**r._mapping) for r in rows]
+
+
+def session_by_partition(conn: sa.Connection, partition_key: str) -> PendingSession | None:
+    row = conn.execute(sa.text(
+        "SELECT id AS record_id, agent_id, session_file, partition_key, content_hash FROM trajectory_records "
+        "WHERE partition_key = :k ORDER BY updated_at DESC LIMIT 1"), {"k": partition_key}).first()
+    return PendingSession(**row._mapping) if row else None
+
+
+def session_messages(conn: sa.Connection, record_id: str) -> list[Message]:
+    from ultron.db.sessions import iter_messages
+
+    return list(iter_messages(conn, record_id))
+
+
+def segments_for(conn: sa.Connection, agent_id: str, session_file: str) -> list[SegmentRow]:
+    rows = conn.execute(sa.text(
+        f"SELECT {_SEG_COLS} FROM task_segments WHERE agent_id = :a AND session_file = :f ORDER BY segment_index"),
+        {"a": agent_id, "f": session_file})
+    return [SegmentRow(**r._mapping) for r in rows]
+
+
+def unlabeled_segments(conn: sa.Connection, limit: int, agent_id: str | None = None,
+                       session_file: str | None = None) -> list[SegmentRow]:
+    # Only segments of sessions whose segmentation is current: a session pending
+    # re-segmentation may have new messages under the old line ranges.
+    sql = (f"SELECT {_SEG_COLS} FROM task_segments s WHERE labeled = 0 AND EXISTS ("
+           "SELECT 1 FROM trajectory_records r WHERE r.agent_id = s.agent_id "
+           "AND r.session_file = s.session_file AND r.segmented = 1)")
+    params: dict[str, Any] = {"limit": limit}
+    if agent_id is not None:
+        sql += " AND agent_id = :a AND session_file = :f"
+        params.update(a=agent_id, f=session_file)
+    rows = conn.execute(sa.text(sql + " ORDER BY created_at, id LIMIT :limit"), params)
+    return [SegmentRow(**r._mapping) for r in rows]
+
+
+def segment_messages(conn: sa.Connection, seg: SegmentRow) -> list[Message]:
+    """The segment's messages: the session's messages whose source line is in its range."""
+    rows = conn.execute(sa.text(
+        """
+        SELECT m.line, m.role, m.content, m.reasoning_content, m.tool_calls, m.tool_call_id, m.name,
+               m.is_sidechain, m.source_id
+        FROM session_messages m JOIN trajectory_records r ON r.id = m.record_id
+        WHERE r.agent_id = :a AND r.session_file = :f AND m.line BETWEEN :s AND :e
+        ORDER BY m.seq
+        """), {"a": seg.agent_id, "f": seg.session_file, "s": seg.start_line, "e": seg.end_line})
+    return [Message(**r._mapping) for r in rows]
+
+
+def lock_session(conn: sa.Connection, agent_id: str, session_file: str) -> None:
+    from ultron.db.sessions import lock_record_key
+
+    lock_record_key(conn, agent_id, session_file)
+
+
+def current_hash(conn: sa.Connection, record_id: str) -> str | None:
+    return conn.execute(sa.text("SELECT content_hash FROM trajectory_records WHERE id = :id"),
+                        {"id": record_id}).scalar_one_or_none()
+
+
+def delete_segment(conn: sa.Connection, segment_id: str) -> None:
+    conn.execute(sa.text("DELETE FROM task_segments WHERE id = :id"), {"id": segment_id})
+
+
+def archive_memories_by_tag(conn: sa.Connection, tag: str) -> int:
+    return conn.execute(sa.text(
+        "UPDATE memories SET status = 'archived', updated_at = now() "
+        "WHERE status = 'active' AND tags @> ARRAY[CAST(:t AS text)]"), {"t": tag}).rowcount
+
+
+def insert_segment(conn: sa.Connection, *, agent_id: str, session_file: str, segment_index: int,
+                   start_line: int, end_line: int, fingerprint: str, topic: str) -> str | None:
+    """Returns the new id, or None when this file already has a segment with this fingerprint."""
+    return conn.execute(sa.text(
+        """
+        INSERT INTO task_segments (id, agent_id, session_file, segment_index, start_line, end_line, fingerprint, topic)
+        VALUES (:id, :a, :f, :i, :s, :e, :fp, :t)
+        ON CONFLICT (agent_id, session_file, fingerprint) DO NOTHING
+        RETURNING id
+        """), {"id": str(uuid.uuid4()), "a": agent_id, "f": session_file, "i": segment_index,
+               "s": start_line, "e": end_line, "fp": fingerprint, "t": topic}).scalar_one_or_none()
+
+
+def move_segment(conn: sa.Connection, segment_id: str, segment_index: int, start_line: int, end_line: int) -> None:
+    conn.execute(sa.text(
+        "UPDATE task_segments SET segment_index = :i, start_line = :s, end_line = :e, updated_at = now() "
+        "WHERE id = :id AND (segment_index, start_line, end_line) IS DISTINCT FROM (:i, :s, :e)"),
+        {"id": segment_id, "i": segment_index, "s": start_line, "e": end_line})
+
+
+def mark_segmented(conn: sa.Connection, record_id: str) -> None:
+    conn.execute(sa.text("UPDATE trajectory_records SET segmented = 1, updated_at = now() WHERE id = :id"),
+                 {"id": record_id})
+
+
+def save_label(conn: sa.Connection, segment_id: str, metrics: dict[str, Any]) -> None:
+    conn.execute(sa.text(
+        "UPDATE task_segments SET quality_metrics = :q, labeled = 1, updated_at = now() WHERE id = :id"),
+        {"id": segment_id, "q": json.dumps(metrics)})
+
+
+def segment_stats(conn: sa.Connection, memory_threshold: float, sft_threshold: float,
+                  excellent_threshold: float) -> dict[str, Any]:
+    row = conn.execute(sa.text(
+        """
+        WITH s AS (
+            SELECT labeled, memory_extracted,
+                   CASE WHEN labeled = 1 AND quality_metrics IS NOT NULL
+                        THEN (CAST(quality_metrics AS jsonb) -> 'summary' ->> 'overall_score')::float END AS score
+            FROM task_segments)
+        SELECT count(*) AS total,
+               count(*) FILTER (WHERE labeled = 1) AS labeled,
+               count(*) FILTER (WHERE score >= :mem) AS memory_eligible,
+               count(*) FILTER (WHERE score >= :sft) AS sft_eligible,
+               count(*) FILTER (WHERE memory_extracted = 1) AS memory_extracted,
+               count(*) FILTER (WHERE score >= :exc) AS excellent,
+               count(*) FILTER (WHERE score >= :mem AND score < :exc) AS usable,
+               count(*) FILTER (WHERE score < :mem) AS weak
+        FROM s
+        """), {"mem": memory_threshold, "sft": sft_threshold, "exc": excellent_threshold}).one()
+    return dict(row._mapping)
+
+
+def session_counts(conn: sa.Connection) -> dict[str, int]:
+    row = conn.execute(sa.text(
+        "SELECT count(*) AS total, count(*) FILTER (WHERE segmented = 1) AS segmented, "
+        "count(*) FILTER (WHERE segmented = 0) AS pending FROM trajectory_records")).one()
+    return dict(row._mapping)

@@ -1,0 +1,210 @@
+"""TrajectoryService: sessions → task segments → quality labels, incrementally.
+
+The public facade the SDK exposes as ``Ultron().trajectory_service``. It never
+crashes on an LLM problem: a session whose segmentation fails stays
+``segmented=0`` and a segment whose analysis fails stays ``labeled=0``; both are
+retried by the next run, and the reason is returned for the run's log/metadata.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ultron.db import segments as store
+from ultron.db.database import Database
+from ultron.llm.errors import LLMError
+from ultron.llm.providers import LLMProvider, build_provider
+from ultron.llm.usage import LLMUsage
+from ultron.settings import Settings
+from ultron.trajectory.segmentation import fingerprint, segment_messages
+
+log = logging.getLogger("ultron.trajectory")
+
+
+@dataclass
+class SegmentInfo:
+    index: int
+    start_line: int
+    end_line: int
+    topic: str
+    fingerprint: str
+    action: str  # new | kept | duplicate
+    id: str | None = None
+
+
+@dataclass
+class SessionSegmentation:
+    partition_key: str | None
+    agent_id: str
+    session_file: str
+    status: str  # segmented | pending
+    reason: str | None = None
+    segments: list[SegmentInfo] = field(default_factory=list)
+    replaced: int = 0
+    archived_memories: int = 0
+    windows: int = 0
+    truncated_messages: int = 0
+
+
+@dataclass
+class SegmentLabel:
+    segment_id: str
+    agent_id: str
+    session_file: str
+    start_line: int
+    end_line: int
+    status: str  # labeled | pending
+    overall_score: float | None = None
+    task_type: str | None = None
+    reason: str | None = None
+
+
+class TrajectoryService:
+    def __init__(self, db: Database, settings: Settings, provider: LLMProvider | None = None) -> None:
+        self.db = db
+        self.settings = settings
+        self._provider = provider
+
+    @property
+    def provider(self) -> LLMProvider:
+        if self._provider is None:
+            self._provider = build_provider(self.settings)
+        return self._provider
+
+    @property
+    def usage(self) -> LLMUsage:
+        return self.provider.usage
+
+    # -- segmentation -------------------------------------------------------------------
+
+    def segment_pending_sessions(self, batch_size: int = 50, *, partition_key: str | None = None
+                                 ) -> list[SessionSegmentation]:
+        with self.db.engine.connect() as conn:
+            pending = store.pending_sessions(conn, batch_size, partition_key)
+        return [self.segment_session(p) for p in pending]
+
+    def segment_session(self, session: store.PendingSession) -> SessionSegmentation:
+        result = SessionSegmentation(session.partition_key, session.agent_id, session.session_file, "pending")
+        with self.db.engine.connect() as conn:
+            messages = store.session_messages(conn, session.record_id)
+        try:
+            run = segment_messages(messages, self.provider, self.settings.segment_budget_tokens)
+        except LLMError as exc:
+            result.reason = str(exc)
+            log.warning("%s: segmentation left pending: %s", session.session_file, exc)
+            return result
+        result.windows, result.truncated_messages = run.windows, run.truncated_messages
+        with self.db.engine.begin() as conn:
+            store.lock_session(conn, session.agent_id, session.session_file)
+            if store.current_hash(conn, session.record_id) != session.content_hash:
+                result.reason = "the session file changed while it was being segmented; retried next run"
+                return result
+            existing = {row.fingerprint: row for row in store.segments_for(conn, session.agent_id, session.session_file)}
+            wanted: set[str] = set()
+            for index, span in enumerate(run.spans):
+                msgs = messages[span.start : span.end + 1]
+                fp = fingerprint(msgs)
+                info = SegmentInfo(index, msgs[0].line, msgs[-1].line, span.topic, fp, "kept")
+                if fp in wanted:
+                    info.action = "duplicate"  # same content twice in one file: UNIQUE keeps one
+                elif fp in existing:
+                    info.id = existing[fp].id
+                    store.move_segment(conn, info.id, index, info.start_line, info.end_line)
+                else:
+                    info.id = store.insert_segment(
+                        conn, agent_id=session.agent_id, session_file=session.session_file, segment_index=index,
+                        start_line=info.start_line, end_line=info.end_line, fingerprint=fp, topic=span.topic)
+                    info.action = "new"
+                wanted.add(fp)
+                result.segments.append(info)
+            for fp, old in existing.items():
+                if fp not in wanted:
+                    # The seed's memory invalidation: archive by tag, delete, the new one replaces it.
+                    result.archived_memories += store.archive_memories_by_tag(conn, f"segment:{old.id[:8]}")
+                    store.delete_segment(conn, old.id)
+                    result.replaced += 1
+            store.mark_segmented(conn, session.record_id)
+        result.status = "segmented"
+        return result
+
+    # -- labelling ----------------------------------------------------------------------
+
+    def label_pending_segments(self, batch_size: int = 50, *, partition_key: str | None = None) -> list[SegmentLabel]:
+        with self.db.engine.connect() as conn:
+            if partition_key is not None:
+                session = store.session_by_partition(conn, partition_key)
+                if session is None:
+                    return []
+                segs = store.unlabeled_segments(conn, batch_size, session.agent_id, session.session_file)
+            else:
+                segs = store.unlabeled_segments(conn, batch_size)
+        return [self.label_segment(seg) for seg in segs]
+
+    def label_segment(self, seg: store.SegmentRow) -> SegmentLabel:
+        from ultron.trajectory.quality import score_trajectory
+
+        out = SegmentLabel(seg.id, seg.agent_id, seg.session_file, seg.start_line, seg.end_line, "pending")
+        with self.db.engine.connect() as conn:
+            messages = store.segment_messages(conn, seg)
+        try:
+            judge = self.provider.judge(messages)
+            metrics = score_trajectory(messages, judge=judge, judge_weight=self.settings.quality_judge_weight)
+        except LLMError as exc:
+            out.reason = f"quality judge unavailable: {exc}"
+            return out
+        except Exception as exc:  # noqa: BLE001 - a scorer bug must not stop the batch
+            log.exception("quality analysis of segment %s failed", seg.id)
+            out.reason = f"quality analysis failed: {type(exc).__name__}: {exc}"
+            return out
+        metrics["summary"]["scored_by"] = self.provider.name
+        with self.db.engine.begin() as conn:
+            store.save_label(conn, seg.id, metrics)
+        out.status = "labeled"
+        out.overall_score = metrics["summary"]["overall_score"]
+        out.task_type = metrics["summary"]["task_type"]
+        return out
+
+    # -- eligibility and stats ------------------------------------------------------------
+
+    def is_memory_eligible(self, quality_metrics: dict[str, Any] | str | None) -> bool:
+        return _score(quality_metrics) >= self.settings.trajectory_memory_score_threshold
+
+    def is_sft_eligible(self, quality_metrics: dict[str, Any] | str | None) -> bool:
+        return _score(quality_metrics) >= self.settings.trajectory_sft_score_threshold
+
+    def get_trajectory_stats(self) -> dict[str, Any]:
+        s = self.settings
+        with self.db.engine.connect() as conn:
+            seg = store.segment_stats(conn, s.trajectory_memory_score_threshold, s.trajectory_sft_score_threshold,
+                                      s.trajectory_excellent_score_threshold)
+            sessions = store.session_counts(conn)
+        return {
+            "sessions": sessions,
+            "segments": {k: seg[k] for k in ("total", "labeled", "memory_eligible", "sft_eligible", "memory_extracted")},
+            "score_buckets": {"excellent": seg["excellent"], "usable": seg["usable"], "weak": seg["weak"]},
+            "thresholds": {"excellent": s.trajectory_excellent_score_threshold,
+                           "memory": s.trajectory_memory_score_threshold, "sft": s.trajectory_sft_score_threshold},
+            "llm_provider": s.resolved_llm_provider,
+        }
+
+    def segments_for_partition(self, partition_key: str) -> list[store.SegmentRow]:
+        with self.db.engine.connect() as conn:
+            session = store.session_by_partition(conn, partition_key)
+            return store.segments_for(conn, session.agent_id, session.session_file) if session else []
+
+
+def _score(quality_metrics: dict[str, Any] | str | None) -> float:
+    """overall_score from the stored JSON only; anything unreadable is not eligible."""
+    import json
+
+    if isinstance(quality_metrics, str):
+        try:
+            quality_metrics = json.loads(quality_metrics)
+        except ValueError:
+            return -1.0
+    try:
+        return float(quality_metrics["summary"]["overall_score"])  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):
+        return -1.0
