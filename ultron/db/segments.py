@@ -182,3 +182,19 @@ def session_counts(conn: sa.Connection) -> dict[str, int]:
         "SELECT count(*) AS total, count(*) FILTER (WHERE segmented = 1) AS segmented, "
         "count(*) FILTER (WHERE segmented = 0) AS pending FROM trajectory_records")).one()
     return dict(row._mapping)
+
+
+def message_lines(conn: sa.Connection, agent_id: str, session_file: str) -> list[int]:
+    return list(conn.execute(sa.text(
+        "SELECT m.line FROM session_messages m JOIN trajectory_records r ON r.id = m.record_id "
+        "WHERE r.agent_id = :a AND r.session_file = :f"), {"a": agent_id, "f": session_file}).scalars())
+
+
+def partition_keys(conn: sa.Connection, sessions: set[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
+    if not sessions:
+        return {}
+    rows = conn.execute(sa.text(
+        "SELECT agent_id, session_file, partition_key FROM trajectory_records "
+        "WHERE (agent_id, session_file) IN (SELECT * FROM unnest(CAST(:a AS text[]), CAST(:f AS text[])))"),
+        {"a": [a for a, _ in sessions], "f": [f for _, f in sessions]})
+    return {(r.agent_id, r.session_file): r.partition_key for r in rows}

@@ -56,6 +56,7 @@ class SegmentLabel:
     start_line: int
     end_line: int
     status: str  # labeled | pending
+    partition_key: str | None = None
     overall_score: float | None = None
     task_type: str | None = None
     reason: str | None = None
@@ -140,7 +141,11 @@ class TrajectoryService:
                 segs = store.unlabeled_segments(conn, batch_size, session.agent_id, session.session_file)
             else:
                 segs = store.unlabeled_segments(conn, batch_size)
-        return [self.label_segment(seg) for seg in segs]
+            keys = store.partition_keys(conn, {(s.agent_id, s.session_file) for s in segs})
+        labels = [self.label_segment(seg) for seg in segs]
+        for label in labels:
+            label.partition_key = keys.get((label.agent_id, label.session_file))
+        return labels
 
     def label_segment(self, seg: store.SegmentRow) -> SegmentLabel:
         from ultron.trajectory.quality import score_trajectory
@@ -188,6 +193,14 @@ class TrajectoryService:
                            "memory": s.trajectory_memory_score_threshold, "sft": s.trajectory_sft_score_threshold},
             "llm_provider": s.resolved_llm_provider,
         }
+
+    def session_for_partition(self, partition_key: str) -> store.PendingSession | None:
+        with self.db.engine.connect() as conn:
+            return store.session_by_partition(conn, partition_key)
+
+    def message_lines(self, agent_id: str, session_file: str) -> list[int]:
+        with self.db.engine.connect() as conn:
+            return store.message_lines(conn, agent_id, session_file)
 
     def segments_for_partition(self, partition_key: str) -> list[store.SegmentRow]:
         with self.db.engine.connect() as conn:
