@@ -11,6 +11,8 @@ import urllib.request
 
 QUERY = """{ assetNodes(assetKeys: [{path: ["raw_sessions"]}]) { partitionKeys }
   assetOrError(assetKey: {path: ["raw_sessions"]}) {
+    ... on Asset { assetMaterializations(limit: 50) { partition } } }
+  scores: assetOrError(assetKey: {path: ["quality_metrics"]}) {
     ... on Asset { assetMaterializations(limit: 50) { partition } } } }"""
 
 
@@ -42,24 +44,28 @@ def test_ultron_dev_serves_the_ui_with_the_examples_ingested(tmp_path):
     try:
         deadline = time.time() + 180
         materialized: set[str] = set()
+        scored: set[str] = set()
         data: dict = {}
         while time.time() < deadline:
             assert proc.poll() is None, log_tail()
             try:
                 data = graphql(port)
                 materialized = {m["partition"] for m in data["assetOrError"]["assetMaterializations"]}
+                scored = {m["partition"] for m in data["scores"]["assetMaterializations"]}
             except OSError:
                 pass
-            if len(materialized) >= 4:
+            if len(materialized) >= 4 and len(scored) >= 4:
                 break
             time.sleep(2)
         examples = sorted(p.name for p in (home / "inbox" / "examples").glob("*.jsonl"))
         assert len(examples) == 4, log_tail()
         assert materialized == {f"examples:examples/{name}" for name in examples}, log_tail()
         assert set(data["assetNodes"][0]["partitionKeys"]) == materialized, data
+        assert scored == materialized, log_tail()  # the sensor's runs also segment and score
         status = subprocess.run([sys.executable, "-m", "ultron.cli", "status", "--json"], env=env,
                                 capture_output=True, text=True, timeout=60)
-        assert json.loads(status.stdout)["tables"]["trajectory_records"] == 4, status.stderr
+        tables = json.loads(status.stdout)["tables"]
+        assert tables["trajectory_records"] == 4 and tables["task_segments"] >= 4, status.stderr
     finally:
         proc.send_signal(signal.SIGINT)
         try:

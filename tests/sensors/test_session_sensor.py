@@ -110,8 +110,10 @@ def test_maintenance_job_reingests_what_the_sensor_missed(client, settings, dags
         assert result.success
         mats = [e.event_specific_data.materialization for e in result.all_events
                 if e.event_type_value == "ASSET_MATERIALIZATION"]
-        assert [(m.partition, m.metadata["status"].value) for m in mats] == [
-            ("maint-agent:maint-agent/m.jsonl", "new")]
+        key = "maint-agent:maint-agent/m.jsonl"
+        assert [(m.asset_key.path[-1], m.partition) for m in mats] == [
+            ("raw_sessions", key), ("task_segments", key), ("quality_metrics", key)]
+        assert mats[0].metadata["status"].value == "new"
         assert dagster_instance.has_dynamic_partition("session_files", "maint-agent:maint-agent/m.jsonl")
         # Nothing pending any more: a second run does nothing.
         again = maintenance.execute_in_process(
