@@ -5,6 +5,7 @@ pending segments. Work left pending by an LLM outage is picked up here."""
 import dagster as dg
 
 from resources.database import UltronResource
+from resources.llm import LLMResource
 from ultron_assets.partitions import session_partitions
 
 BATCH = 100_000  # everything pending; each item is its own transaction
@@ -33,8 +34,8 @@ def refresh_sessions(context: dg.OpExecutionContext, ultron: UltronResource) -> 
 
 
 @dg.op(ins={"after": dg.In(dg.Nothing)}, description="Segment every session still pending (segmented=0).")
-def segment_sessions(context: dg.OpExecutionContext, ultron: UltronResource) -> None:
-    service = ultron.client().trajectory_service
+def segment_sessions(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
+    service = ultron.trajectory_service(llm)
     results = service.segment_pending_sessions(batch_size=BATCH)
     for r in results:
         if r.status == "segmented" and r.partition_key:
@@ -49,8 +50,8 @@ def segment_sessions(context: dg.OpExecutionContext, ultron: UltronResource) -> 
 
 
 @dg.op(ins={"after": dg.In(dg.Nothing)}, description="Score every segment still unlabeled (labeled=0).")
-def label_segments(context: dg.OpExecutionContext, ultron: UltronResource) -> None:
-    service = ultron.client().trajectory_service
+def label_segments(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
+    service = ultron.trajectory_service(llm)
     labels = service.label_pending_segments(batch_size=BATCH)
     by_partition: dict[str, list[float]] = {}
     for lb in labels:

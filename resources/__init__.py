@@ -1,3 +1,4 @@
 from resources.database import UltronResource
+from resources.llm import LLMResource
 
-__all__ = ["UltronResource"]
+__all__ = ["LLMResource", "UltronResource"]

@@ -31,3 +31,11 @@ class UltronResource(dg.ConfigurableResource):
 
     def client(self) -> Ultron:
         return Ultron(self.settings())
+
+    def trajectory_service(self, llm=None):
+        """The trajectory service, with the provider the ``llm`` resource configures."""
+        from ultron.trajectory.service import TrajectoryService
+
+        client = self.client()
+        provider = llm.get_provider(client.settings) if llm is not None else None
+        return TrajectoryService(client.db, client.settings, provider)

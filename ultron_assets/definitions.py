@@ -5,6 +5,7 @@ import dagster as dg
 from jobs.ingest import ingest_inbox, ingest_sessions
 from jobs.maintenance import maintenance
 from resources.database import UltronResource
+from resources.llm import LLMResource
 from sensors.schedules import build_maintenance_schedule
 from sensors.session_files import build_session_file_sensor
 from ultron.settings import Settings
@@ -18,6 +19,6 @@ defs = dg.Definitions(
     jobs=[ingest_sessions, ingest_inbox, maintenance],
     sensors=[build_session_file_sensor(settings)],
     schedules=[build_maintenance_schedule(settings)],
-    resources={"ultron": UltronResource()},
+    resources={"ultron": UltronResource(), "llm": LLMResource()},
     executor=dg.in_process_executor,
 )

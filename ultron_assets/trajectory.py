@@ -5,6 +5,7 @@ import collections
 import dagster as dg
 
 from resources.database import UltronResource
+from resources.llm import LLMResource
 from ultron.llm.usage import LLMUsage
 from ultron.trajectory.coverage import coverage_problems, score_problems
 from ultron_assets.partitions import session_partitions
@@ -49,9 +50,9 @@ def segments_table(rows) -> dg.MetadataValue:
     check_specs=[dg.AssetCheckSpec("segments_cover_session", asset="task_segments",
                                    description="Segments cover every message line of the session, with no overlap.")],
 )
-def task_segments(context: dg.AssetExecutionContext, ultron: UltronResource) -> dg.MaterializeResult:
-    client = ultron.client()
-    service = client.trajectory_service
+def task_segments(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource
+                  ) -> dg.MaterializeResult:
+    service = ultron.trajectory_service(llm)
     key = context.partition_key
     results = service.segment_pending_sessions(batch_size=1, partition_key=key)
     outcome = results[0] if results else None
@@ -99,9 +100,9 @@ def task_segments(context: dg.AssetExecutionContext, ultron: UltronResource) -> 
     check_specs=[dg.AssetCheckSpec("scores_in_range", asset="quality_metrics",
                                    description="Every labeled segment has summary.overall_score in [0, 1].")],
 )
-def quality_metrics(context: dg.AssetExecutionContext, ultron: UltronResource) -> dg.MaterializeResult:
-    client = ultron.client()
-    service = client.trajectory_service
+def quality_metrics(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource
+                    ) -> dg.MaterializeResult:
+    service = ultron.trajectory_service(llm)
     labels = service.label_pending_segments(batch_size=10_000, partition_key=context.partition_key)
     for label in labels:
         if label.status != "labeled":

@@ -4,6 +4,7 @@ import dagster as dg
 import sqlalchemy as sa
 
 from resources.database import UltronResource
+from resources.llm import LLMResource
 from tests.conftest import TEST_HOME, write_jsonl
 from ultron.sessions.discovery import partition_key
 from ultron_assets.partitions import session_partitions
@@ -14,7 +15,7 @@ def materialize(instance, key):
     instance.add_dynamic_partitions(session_partitions.name, [key])
     return dg.materialize(
         [raw_sessions], partition_key=key, instance=instance,
-        resources={"ultron": UltronResource(home=str(TEST_HOME))},
+        resources={"ultron": UltronResource(home=str(TEST_HOME)), "llm": LLMResource()},
     )
 
 

@@ -5,6 +5,7 @@ import sqlalchemy as sa
 
 from jobs.maintenance import maintenance
 from resources.database import UltronResource
+from resources.llm import LLMResource
 from tests.conftest import TEST_HOME, write_jsonl
 from ultron.sessions.discovery import partition_key
 from ultron.testing.fake_openai import FakeOpenAI, Reply
@@ -23,7 +24,7 @@ SEED_EXAMPLE = [
 def materialize(instance, key, assets=(raw_sessions, task_segments, quality_metrics)):
     instance.add_dynamic_partitions(session_partitions.name, [key])
     return dg.materialize(list(assets), partition_key=key, instance=instance,
-                          resources={"ultron": UltronResource(home=str(TEST_HOME))})
+                          resources={"ultron": UltronResource(home=str(TEST_HOME)), "llm": LLMResource()})
 
 
 def mat(result, asset):
@@ -89,7 +90,7 @@ def test_an_llm_outage_leaves_work_pending_for_maintenance(client, dagster_insta
             if "grade" in body["messages"][0]["content"]
             else Reply.json({"tasks": [{"start": 1, "end": 2, "topic": "csv"}, {"start": 3, "end": 4, "topic": "docker"}]}))
         run = maintenance.execute_in_process(instance=dagster_instance,
-                                             resources={"ultron": UltronResource(home=str(TEST_HOME))})
+                                             resources={"ultron": UltronResource(home=str(TEST_HOME)), "llm": LLMResource()})
         assert run.success
     events = [(e.event_specific_data.materialization.asset_key.path[-1], e.event_specific_data.materialization.partition)
               for e in run.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]

@@ -6,6 +6,7 @@ import os
 import dagster as dg
 
 from resources.database import UltronResource
+from resources.llm import LLMResource
 from sensors.schedules import build_maintenance_schedule
 from sensors.session_files import build_session_file_sensor
 from tests.conftest import TEST_HOME, write_jsonl
@@ -106,7 +107,7 @@ def test_maintenance_job_reingests_what_the_sensor_missed(client, settings, dags
     f = write_jsonl(inbox / "maint-agent" / "m.jsonl", [ROW])
     try:
         result = maintenance.execute_in_process(
-            instance=dagster_instance, resources={"ultron": UltronResource(home=str(TEST_HOME))})
+            instance=dagster_instance, resources={"ultron": UltronResource(home=str(TEST_HOME)), "llm": LLMResource()})
         assert result.success
         mats = [e.event_specific_data.materialization for e in result.all_events
                 if e.event_type_value == "ASSET_MATERIALIZATION"]
@@ -117,7 +118,7 @@ def test_maintenance_job_reingests_what_the_sensor_missed(client, settings, dags
         assert dagster_instance.has_dynamic_partition("session_files", "maint-agent:maint-agent/m.jsonl")
         # Nothing pending any more: a second run does nothing.
         again = maintenance.execute_in_process(
-            instance=dagster_instance, resources={"ultron": UltronResource(home=str(TEST_HOME))})
+            instance=dagster_instance, resources={"ultron": UltronResource(home=str(TEST_HOME)), "llm": LLMResource()})
         assert not [e for e in again.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
     finally:
         os.unlink(f)

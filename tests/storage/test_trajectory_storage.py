@@ -150,3 +150,49 @@ def test_rules_provider_splits_the_seeds_example(client, tmp_path):
     [r] = svc.segment_pending_sessions()
     assert [(s.start_line, s.end_line) for s in r.segments] == [(1, 2), (3, 4)]
     assert "csv" in r.segments[0].topic.lower() and "docker" in r.segments[1].topic.lower()
+
+
+def test_a_failed_judge_leaves_segments_unlabeled_until_it_recovers(client, server, tmp_path):
+    f = write_jsonl(tmp_path / "s.jsonl", turns("A", 2) + turns("B", 2))
+    client.ingest([f], "agent")
+    svc = service_for(client, server)
+    svc.segment_pending_sessions()
+    server.script(Reply.http(500), Reply.http(500))  # first judge call: retried once, then given up
+    labels = svc.label_pending_segments()
+    assert [lb.status for lb in labels] == ["pending", "labeled"]
+    assert "quality judge unavailable" in labels[0].reason
+    [retry] = svc.label_pending_segments()
+    assert retry.status == "labeled" and retry.segment_id == labels[0].segment_id
+    with client.db.engine.connect() as conn:
+        docs = [json.loads(d) for d in conn.execute(sa.text("SELECT quality_metrics FROM task_segments")).scalars()]
+    for doc in docs:
+        assert doc["summary"]["judge_used"] and doc["metrics"]["llm_judge"]["score"] == 1.0
+
+
+def test_eligibility_and_stats_follow_the_settings(client, tmp_path):
+    f = write_jsonl(tmp_path / "s.jsonl", turns("A", 2))
+    client.ingest([f], "agent")
+    svc = client.trajectory_service
+    svc.segment_pending_sessions()
+    [label] = svc.label_pending_segments()
+    score = label.overall_score
+    assert svc.is_memory_eligible({"summary": {"overall_score": 0.7}})
+    assert not svc.is_memory_eligible({"summary": {"overall_score": 0.69}})
+    assert svc.is_sft_eligible('{"summary": {"overall_score": 0.8}}') and not svc.is_sft_eligible("not json")
+    stats = svc.get_trajectory_stats()
+    assert stats["segments"]["total"] == stats["segments"]["labeled"] == 1
+    assert stats["sessions"] == {"total": 1, "segmented": 1, "pending": 0}
+    assert sum(stats["score_buckets"].values()) == 1
+    # Thresholds come from settings: put the bar just above or below this segment's score.
+    from ultron.trajectory.service import TrajectoryService
+
+    strict = TrajectoryService(client.db, client.settings.__class__.from_env(
+        home=client.settings.home, trajectory_memory_score_threshold=min(1.0, score + 0.01),
+        trajectory_sft_score_threshold=min(1.0, score + 0.01), trajectory_excellent_score_threshold=1.0))
+    lenient = TrajectoryService(client.db, client.settings.__class__.from_env(
+        home=client.settings.home, trajectory_memory_score_threshold=max(0.0, score - 0.01),
+        trajectory_sft_score_threshold=max(0.0, score - 0.01), trajectory_excellent_score_threshold=max(0.0, score - 0.01)))
+    assert strict.get_trajectory_stats()["segments"]["memory_eligible"] == 0
+    assert strict.get_trajectory_stats()["score_buckets"]["weak"] == 1
+    assert lenient.get_trajectory_stats()["segments"]["sft_eligible"] == 1
+    assert lenient.get_trajectory_stats()["score_buckets"]["excellent"] == 1
