@@ -13,15 +13,14 @@ sessions of <= 2 messages, and one call per window the budget forces.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import re
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _support import machine_line, private_home  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -60,11 +59,11 @@ def main() -> int:
     if not SHARED.is_dir():
         print(f"{SHARED} not found: nothing to measure")
         return 0
-    home = Path(tempfile.mkdtemp(prefix="ultron-llmcalls-"))
-    for key in [k for k in os.environ if k.startswith("ULTRON_") or k == "DASHSCOPE_API_KEY"]:
-        del os.environ[key]
-    os.environ["ULTRON_HOME"] = str(home)
-    from ultron.db import embedded
+    with private_home("ultron-llmcalls-") as home:
+        return _run(args, home)
+
+
+def _run(args: argparse.Namespace, home: Path) -> int:
     from ultron.llm.providers import OpenAIProvider, render_message
     from ultron.llm.tokens import count_tokens
     from ultron.sdk import Ultron
@@ -73,69 +72,65 @@ def main() -> int:
     from ultron.trajectory.segmentation import SHORT_SESSION
     from ultron.trajectory.service import TrajectoryService
 
-    try:
-        with FakeOpenAI(responder_factory()) as server:
-            overrides = {}
-            if args.max_input_tokens:
-                overrides["llm_max_input_tokens"] = args.max_input_tokens
-            if args.reserve_tokens:
-                overrides["llm_prompt_reserve_tokens"] = args.reserve_tokens
-            settings = Settings.from_env(llm_provider="openai", llm_base_url=server.url, llm_api_key="k",
-                                         **overrides)
-            client = Ultron(settings)
-            client.ingest([SHARED], "bench")
-            service = TrajectoryService(client.db, settings, OpenAIProvider(settings))
-            budget = settings.segment_budget_tokens
+    with FakeOpenAI(responder_factory()) as server:
+        overrides = {}
+        if args.max_input_tokens:
+            overrides["llm_max_input_tokens"] = args.max_input_tokens
+        if args.reserve_tokens:
+            overrides["llm_prompt_reserve_tokens"] = args.reserve_tokens
+        settings = Settings.from_env(llm_provider="openai", llm_base_url=server.url, llm_api_key="k",
+                                     **overrides)
+        client = Ultron(settings)
+        client.ingest([SHARED], "bench")
+        service = TrajectoryService(client.db, settings, OpenAIProvider(settings))
+        budget = settings.segment_budget_tokens
 
-            # The minimum: sessions over 2 messages need at least ceil(total tokens / budget) windows.
-            with client.db.engine.connect() as conn:
-                from ultron.db import segments as store
+        # The minimum: sessions over 2 messages need at least ceil(total tokens / budget) windows.
+        with client.db.engine.connect() as conn:
+            from ultron.db import segments as store
 
-                sessions = store.pending_sessions(conn, 10_000)
-                needed, sizes, tokens_total = 0, [], 0
-                for s in sessions:
-                    msgs = store.session_messages(conn, s.record_id)
-                    sizes.append(len(msgs))
-                    if len(msgs) > SHORT_SESSION:
-                        tok = sum(count_tokens(render_message(i + 1, m)) for i, m in enumerate(msgs))
-                        tokens_total += tok
-                        needed += max(1, -(-tok // budget))
+            sessions = store.pending_sessions(conn, 10_000)
+            needed, sizes, tokens_total = 0, [], 0
+            for s in sessions:
+                msgs = store.session_messages(conn, s.record_id)
+                sizes.append(len(msgs))
+                if len(msgs) > SHORT_SESSION:
+                    tok = sum(count_tokens(render_message(i + 1, m)) for i, m in enumerate(msgs))
+                    tokens_total += tok
+                    needed += max(1, -(-tok // budget))
 
-            t0 = time.perf_counter()
-            seg_results = service.segment_pending_sessions(batch_size=10_000)
-            seg_secs = time.perf_counter() - t0
-            seg_usage = service.usage.snapshot()
-            t0 = time.perf_counter()
-            labels = service.label_pending_segments(batch_size=100_000)
-            label_secs = time.perf_counter() - t0
-            all_usage = service.usage.snapshot()
+        t0 = time.perf_counter()
+        seg_results = service.segment_pending_sessions(batch_size=10_000)
+        seg_secs = time.perf_counter() - t0
+        seg_usage = service.usage.snapshot()
+        t0 = time.perf_counter()
+        labels = service.label_pending_segments(batch_size=100_000)
+        label_secs = time.perf_counter() - t0
+        all_usage = service.usage.snapshot()
 
-        n = len(seg_results)
-        windows = sum(r.windows for r in seg_results)
-        short = sum(1 for size in sizes if size <= SHORT_SESSION)
-        print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-        print(f"data: {SHARED} ({n} sessions, {sum(sizes):,} messages, median {statistics.median(sizes):.0f} "
-              f"messages/session; {short} sessions of <= {SHORT_SESSION} messages)")
-        print(f"window budget: {budget:,} tokens (ULTRON_LLM_MAX_INPUT_TOKENS {settings.llm_max_input_tokens:,} - "
-              f"ULTRON_LLM_PROMPT_RESERVE_TOKENS {settings.llm_prompt_reserve_tokens:,})\n")
-        rows = [
-            ("segmentation", seg_usage.calls, seg_usage.prompt_tokens, seg_usage.completion_tokens, seg_secs),
-            ("quality judge", all_usage.calls - seg_usage.calls, all_usage.prompt_tokens - seg_usage.prompt_tokens,
-             all_usage.completion_tokens - seg_usage.completion_tokens, label_secs),
-        ]
-        print(f"{'task':14} {'calls':>7} {'calls/session':>14} {'prompt tok/session':>19} "
-              f"{'completion tok/session':>23} {'secs':>6}")
-        for name, calls, prompt, completion, secs in rows:
-            print(f"{name:14} {calls:7,} {calls / n:14.2f} {prompt / n:19,.0f} {completion / n:23,.0f} {secs:6.1f}")
-        print(f"\nsegmentation windows: {windows} for {n} sessions; minimum the budget forces: {needed} "
-              f"(ratio {windows / max(1, needed):.2f}x); calls for sessions of <= {SHORT_SESSION} messages: 0 by design")
-        print(f"segments labelled: {sum(1 for lb in labels if lb.status == 'labeled')} "
-              f"(one judge call each); failures: {all_usage.failures}, retries: {all_usage.retries}")
-        print(f"conversation tokens over sessions needing a call: {tokens_total:,}; segmentation prompt tokens "
-              f"sent: {seg_usage.prompt_tokens:,} (fake server counts 4 chars/token)")
-    finally:
-        embedded.stop_server(home / "pgdata")
-        shutil.rmtree(home, ignore_errors=True)
+    n = len(seg_results)
+    windows = sum(r.windows for r in seg_results)
+    short = sum(1 for size in sizes if size <= SHORT_SESSION)
+    print(machine_line())
+    print(f"data: {SHARED} ({n} sessions, {sum(sizes):,} messages, median {statistics.median(sizes):.0f} "
+          f"messages/session; {short} sessions of <= {SHORT_SESSION} messages)")
+    print(f"window budget: {budget:,} tokens (ULTRON_LLM_MAX_INPUT_TOKENS {settings.llm_max_input_tokens:,} - "
+          f"ULTRON_LLM_PROMPT_RESERVE_TOKENS {settings.llm_prompt_reserve_tokens:,})\n")
+    rows = [
+        ("segmentation", seg_usage.calls, seg_usage.prompt_tokens, seg_usage.completion_tokens, seg_secs),
+        ("quality judge", all_usage.calls - seg_usage.calls, all_usage.prompt_tokens - seg_usage.prompt_tokens,
+         all_usage.completion_tokens - seg_usage.completion_tokens, label_secs),
+    ]
+    print(f"{'task':14} {'calls':>7} {'calls/session':>14} {'prompt tok/session':>19} "
+          f"{'completion tok/session':>23} {'secs':>6}")
+    for name, calls, prompt, completion, secs in rows:
+        print(f"{name:14} {calls:7,} {calls / n:14.2f} {prompt / n:19,.0f} {completion / n:23,.0f} {secs:6.1f}")
+    print(f"\nsegmentation windows: {windows} for {n} sessions; minimum the budget forces: {needed} "
+          f"(ratio {windows / max(1, needed):.2f}x); calls for sessions of <= {SHORT_SESSION} messages: 0 by design")
+    print(f"segments labelled: {sum(1 for lb in labels if lb.status == 'labeled')} "
+          f"(one judge call each); failures: {all_usage.failures}, retries: {all_usage.retries}")
+    print(f"conversation tokens over sessions needing a call: {tokens_total:,}; segmentation prompt tokens "
+          f"sent: {seg_usage.prompt_tokens:,} (fake server counts 4 chars/token)")
     return 0
 
 

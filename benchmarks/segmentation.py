@@ -36,8 +36,6 @@ several overlapping windows per session.
 from __future__ import annotations
 
 import argparse
-import copy
-import json
 import os
 import random
 import re

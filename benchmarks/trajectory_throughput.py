@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _support import machine_line, private_home  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TAU = ROOT.parent / "shared" / "data" / "tau-airline-dev"
@@ -59,11 +59,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sessions", type=int, default=1000)
     args = ap.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="ultron-throughput-"))
-    for key in [k for k in os.environ if k.startswith("ULTRON_") or k == "DASHSCOPE_API_KEY"]:
-        del os.environ[key]
-    os.environ["ULTRON_HOME"] = str(home)
-    from ultron.db import embedded
+    with private_home("ultron-throughput-") as home:
+        return _run(args, home)
+
+
+def _run(args: argparse.Namespace, home: Path) -> int:
     from ultron.llm.providers import RulesProvider
     from ultron.sdk import Ultron
     from ultron.sessions.parsing import SessionParser
@@ -71,56 +71,52 @@ def main() -> int:
     from ultron.trajectory.quality import score_trajectory
     from ultron.trajectory.segmentation import segment_messages
 
-    try:
-        files, kind = build_corpus(home / "corpus", args.sessions)
-        settings = Settings.from_env(llm_provider="rules")
-        client = Ultron(settings)
+    files, kind = build_corpus(home / "corpus", args.sessions)
+    settings = Settings.from_env(llm_provider="rules")
+    client = Ultron(settings)
 
-        # Baseline: the same algorithms with no database.
-        parsed = [list(SessionParser().messages(open(f, "rb"))) for f in files]
-        provider = RulesProvider()
-        t0 = time.perf_counter()
-        n_segments = 0
-        for msgs in parsed:
-            for span in segment_messages(msgs, provider, settings.segment_budget_tokens).spans:
-                score_trajectory(msgs[span.start : span.end + 1])
-                n_segments += 1
-        pure = time.perf_counter() - t0
+    # Baseline: the same algorithms with no database.
+    parsed = [list(SessionParser().messages(open(f, "rb"))) for f in files]
+    provider = RulesProvider()
+    t0 = time.perf_counter()
+    n_segments = 0
+    for msgs in parsed:
+        for span in segment_messages(msgs, provider, settings.segment_budget_tokens).spans:
+            score_trajectory(msgs[span.start : span.end + 1])
+            n_segments += 1
+    pure = time.perf_counter() - t0
 
-        t0 = time.perf_counter()
-        report = client.ingest([home / "corpus"], "bench")
-        ingest = time.perf_counter() - t0
-        service = client.trajectory_service
-        t0 = time.perf_counter()
-        segmented = service.segment_pending_sessions(batch_size=args.sessions * 2)
-        seg = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        labels = service.label_pending_segments(batch_size=args.sessions * 20)
-        lab = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    report = client.ingest([home / "corpus"], "bench")
+    ingest = time.perf_counter() - t0
+    service = client.trajectory_service
+    t0 = time.perf_counter()
+    segmented = service.segment_pending_sessions(batch_size=args.sessions * 2)
+    seg = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    labels = service.label_pending_segments(batch_size=args.sessions * 20)
+    lab = time.perf_counter() - t0
 
-        messages = report.totals["messages"]
-        ok_sessions = sum(1 for r in segmented if r.status == "segmented")
-        ok_labels = sum(1 for lb in labels if lb.status == "labeled")
-        print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-        print(f"corpus: {len(files)} sessions ({kind}), {messages:,} messages, "
-              f"{messages / len(files):.1f} messages/session\n")
-        print(f"{'step':44} {'secs':>7} {'sessions/s':>11} {'vs pure':>8}")
-        rows = [
-            ("pure segment + score, no database (baseline)", pure, None),
-            ("ingest (parse + COPY + archive)", ingest, None),
-            ("segment_pending_sessions (rules, with DB)", seg, None),
-            ("label_pending_segments (rules, with DB)", lab, None),
-            ("segment + label total (target < 60 s)", seg + lab, (seg + lab) / pure),
-        ]
-        for name, secs, ratio in rows:
-            print(f"{name:44} {secs:7.2f} {len(files) / secs:11.1f} {'' if ratio is None else f'{ratio:7.2f}x':>8}")
-        print(f"\nsessions segmented: {ok_sessions}/{len(segmented)}; segments labelled: {ok_labels}/{len(labels)} "
-              f"(pure run: {n_segments} segments)")
-        print(f"target: {args.sessions} sessions segmented and scored in < 60 s: "
-              f"{'PASS' if seg + lab < 60 else 'FAIL'} ({seg + lab:.1f} s)")
-    finally:
-        embedded.stop_server(home / "pgdata")
-        shutil.rmtree(home, ignore_errors=True)
+    messages = report.totals["messages"]
+    ok_sessions = sum(1 for r in segmented if r.status == "segmented")
+    ok_labels = sum(1 for lb in labels if lb.status == "labeled")
+    print(machine_line())
+    print(f"corpus: {len(files)} sessions ({kind}), {messages:,} messages, "
+          f"{messages / len(files):.1f} messages/session\n")
+    print(f"{'step':44} {'secs':>7} {'sessions/s':>11} {'vs pure':>8}")
+    rows = [
+        ("pure segment + score, no database (baseline)", pure, None),
+        ("ingest (parse + COPY + archive)", ingest, None),
+        ("segment_pending_sessions (rules, with DB)", seg, None),
+        ("label_pending_segments (rules, with DB)", lab, None),
+        ("segment + label total (target < 60 s)", seg + lab, (seg + lab) / pure),
+    ]
+    for name, secs, ratio in rows:
+        print(f"{name:44} {secs:7.2f} {len(files) / secs:11.1f} {'' if ratio is None else f'{ratio:7.2f}x':>8}")
+    print(f"\nsessions segmented: {ok_sessions}/{len(segmented)}; segments labelled: {ok_labels}/{len(labels)} "
+          f"(pure run: {n_segments} segments)")
+    print(f"target: {args.sessions} sessions segmented and scored in < 60 s: "
+          f"{'PASS' if seg + lab < 60 else 'FAIL'} ({seg + lab:.1f} s)")
     return 0
 
 

@@ -1,6 +1,5 @@
 """Directory rules, inbox layout and partition keys."""
 
-import os
 from pathlib import Path
 
 import pytest

@@ -1,6 +1,5 @@
 """Settings defaults, environment parsing and the schedule interval."""
 
-from pathlib import Path
 
 import pytest
 

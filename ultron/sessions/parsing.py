@@ -275,7 +275,7 @@ class SessionParser:
         thoughts: list[str] = [base.reasoning_content] if base.reasoning_content else []
 
         def flush() -> None:
-            nonlocal current, texts, thoughts
+            nonlocal texts, thoughts
             current.content = "\n".join(t for t in texts if t)
             current.reasoning_content = "\n".join(t for t in thoughts if t) or None
             if not current.is_empty() or current.role == "tool":
