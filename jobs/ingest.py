@@ -2,13 +2,14 @@ import dagster as dg
 
 from jobs.maintenance import run_pipeline_steps
 from ultron_assets.raw_sessions import raw_sessions
+from ultron_assets.memories import memories
 from ultron_assets.trajectory import quality_metrics, task_segments
 
 #: What the inbox sensor launches for a few files: one run per new or changed file.
 ingest_sessions = dg.define_asset_job(
     "ingest_sessions",
-    selection=[raw_sessions, task_segments, quality_metrics],
-    description="Ingest, segment and score one session file (one partition of each asset).",
+    selection=[raw_sessions, task_segments, quality_metrics, memories],
+    description="Ingest, segment, score and extract memories from one session file (one partition of each asset).",
 )
 
 

@@ -68,12 +68,64 @@ def label_segments(context: dg.OpExecutionContext, ultron: UltronResource, llm: 
                      f"LLM {service.provider.name}: {service.usage.to_dict()}")
 
 
-def run_pipeline_steps() -> None:
-    """refresh → segment → label, in order (composed inside each job)."""
-    label_segments(after=segment_sessions(after=refresh_sessions()))
+@dg.op(ins={"after": dg.In(dg.Nothing)}, description="Extract memories from every memory-eligible segment not yet extracted.")
+def extract_memories(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
+    service = ultron.trajectory_service(llm)
+    results = service.extract_memories_from_segments(batch_size=BATCH)
+    by_partition: dict[str, list] = {}
+    for r in results:
+        if r.status == "extracted" and r.partition_key:
+            by_partition.setdefault(r.partition_key, []).append(r)
+        elif r.status == "pending":
+            context.log.warning(f"segment {r.segment_id[:8]}: extraction pending: {r.reason}")
+    for key, rs in by_partition.items():
+        context.log_event(dg.AssetMaterialization(
+            asset_key="memories", partition=key, description="extracted by a batch job",
+            metadata={"inserted": sum(r.inserted for r in rs), "merged": sum(r.merged for r in rs),
+                      "dropped_low_confidence": sum(r.dropped_low_confidence for r in rs)}))
+    context.log.info(f"extraction: {sum(1 for r in results if r.status == 'extracted')} segments extracted, "
+                     f"{sum(r.inserted for r in results)} memories inserted, {sum(r.merged for r in results)} merged")
 
 
-@dg.job(description="Periodic maintenance: re-ingest pending sessions, segment pending sessions, label "
-        "pending segments (work left by LLM outages included). Later steps hang off this job.")
+@dg.op(ins={"after": dg.In(dg.Nothing)}, description="Rebalance HOT/WARM/COLD tiers; archive stale COLD memories.")
+def rebalance_tiers(context: dg.OpExecutionContext, ultron: UltronResource) -> None:
+    from ultron_assets.memories import tier_chart
+
+    counts = ultron.client().memory.run_tier_rebalance()
+    context.log_event(dg.AssetMaterialization(
+        asset_key="tiers", description="rebalanced by the maintenance job",
+        metadata={**{k.lower(): v for k, v in counts.items()}, "distribution": dg.MetadataValue.md(tier_chart(counts))}))
+    context.log.info(f"tiers: {counts}")
+
+
+@dg.op(ins={"after": dg.In(dg.Nothing)},
+       description="Merge near-duplicate memories already in the store (only when ULTRON_CONSOLIDATE_ENABLED).")
+def consolidate_memories(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
+    client = ultron.client()
+    if not client.settings.consolidate_enabled:
+        context.log.info("consolidation is off (ULTRON_CONSOLIDATE_ENABLED)")
+        return
+    context.log.info(f"consolidation: {ultron.trajectory_service(llm).memory.consolidate(max_merges=1000)}")
+
+
+@dg.op(ins={"after": dg.In(dg.Nothing)}, description="Drop raw uploads older than ULTRON_RAW_ARCHIVE_RETENTION_DAYS.")
+def purge_raw_archive(context: dg.OpExecutionContext, ultron: UltronResource) -> None:
+    from ultron.db import sessions as session_store
+
+    client = ultron.client()
+    with client.db.engine.begin() as conn:
+        purged = session_store.purge_raw_archive(conn, client.settings.raw_archive_retention_days)
+    context.log.info(f"raw archive: {purged} uploads older than {client.settings.raw_archive_retention_days:g} days purged")
+
+
+def run_pipeline_steps():
+    """refresh → segment → label → extract (composed inside each job)."""
+    return extract_memories(after=label_segments(after=segment_sessions(after=refresh_sessions())))
+
+
+@dg.job(description="Periodic maintenance: re-ingest pending sessions, segment pending sessions, label pending "
+        "segments, extract memories (work left by LLM outages included), rebalance tiers, consolidate (if enabled), "
+        "purge the raw archive past its retention.")
 def maintenance() -> None:
-    run_pipeline_steps()
+    extracted = run_pipeline_steps()
+    purge_raw_archive(after=consolidate_memories(after=rebalance_tiers(after=extracted)))

@@ -18,6 +18,8 @@ for _key in list(os.environ):
         del os.environ[_key]
 TEST_HOME = Path(tempfile.mkdtemp(prefix="ultron-test-"))
 os.environ["ULTRON_HOME"] = str(TEST_HOME)
+# Fast, deterministic vectors for the suite; tests of the real model build it explicitly.
+os.environ["ULTRON_EMBEDDING_PROVIDER"] = "hash"
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -58,7 +60,8 @@ def client(db, settings):
     from ultron.sdk import Ultron
 
     with db.engine.begin() as conn:
-        conn.execute(sa.text("TRUNCATE trajectory_records, raw_user_uploads, task_segments CASCADE"))
+        conn.execute(sa.text("TRUNCATE trajectory_records, raw_user_uploads, task_segments, memory_records, "
+                             "memory_contributions, embedding_profile CASCADE"))
     return Ultron(settings, db=db)
 
 

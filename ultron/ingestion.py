@@ -193,7 +193,7 @@ class IngestService:
             report.session_format = parser.stats.format
             report.roles = dict(parser.stats.roles)
             report.size_bytes = parser.stats.bytes_read
-            if parser.stats.bytes_read <= self.settings.archive_max_bytes:
+            if self.settings.raw_archive and parser.stats.bytes_read <= self.settings.archive_max_bytes:
                 self._archive(conn, path, agent_id, parser.sha256, report)
         log.info("%s: %s, %d messages, %d problems", path, report.status, report.messages, len(report.problems))
 

@@ -38,6 +38,17 @@ def _number(env: Mapping[str, str], name: str, default: T, cast: Callable[[str],
         raise SettingsError(f"{name}={raw!r} is not {kind}") from exc
 
 
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name}={raw!r} is not on/off")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Typed view of the environment. Defaults are the documented ones (README)."""
@@ -93,6 +104,40 @@ class Settings:
     trajectory_excellent_score_threshold: float = 0.85
     #: ULTRON_QUALITY_JUDGE_WEIGHT: share of the LLM judge in overall_score when one is configured.
     quality_judge_weight: float = 0.5
+    #: ULTRON_EMBEDDING_PROVIDER: local (all-MiniLM-L6-v2) | openai | hash (unit tests only).
+    embedding_provider: str = "local"
+    #: ULTRON_EMBEDDING_MODEL / _BASE_URL / _API_KEY: the OpenAI-compatible embeddings endpoint
+    #: (URL and key default to the LLM's).
+    embedding_model: str | None = None
+    embedding_base_url: str | None = None
+    embedding_api_key: str | None = None
+    #: ULTRON_EMBEDDING_DIM: vector size; the memory_records column holds 384.
+    embedding_dim: int = 384
+    #: ULTRON_MEMORY_MIN_CONFIDENCE: extracted memories below it are dropped (and counted).
+    memory_min_confidence: float = 0.5
+    #: ULTRON_DEDUP_SIMILARITY_THRESHOLD: cosine at or above which an upload merges.
+    dedup_similarity_threshold: float = 0.85
+    #: ULTRON_DEDUP_SOFT_THRESHOLD: from here up to the threshold the LLM (rules offline) decides.
+    dedup_soft_threshold: float = 0.75
+    #: ULTRON_DECAY_ALPHA / ULTRON_TIME_DECAY_WEIGHT: search ranking factor
+    #: 1 - w + w * exp(-alpha * days since last hit).
+    decay_alpha: float = 0.05
+    time_decay_weight: float = 0.1
+    #: ULTRON_SEARCH_MIN_SCORE: cosine similarity floor for search results.
+    search_min_score: float = 0.3
+    #: ULTRON_HNSW_EF_SEARCH: HNSW candidate list size per query (recall vs speed).
+    hnsw_ef_search: int = 100
+    #: ULTRON_HOT_PERCENTILE / ULTRON_WARM_PERCENTILE / ULTRON_COLD_TTL_DAYS: tier rebalance.
+    hot_percentile: float = 10.0
+    warm_percentile: float = 40.0
+    cold_ttl_days: float = 30.0
+    #: ULTRON_CONSOLIDATE_ENABLED: run store-wide near-duplicate consolidation in maintenance.
+    consolidate_enabled: bool = False
+    #: ULTRON_RAW_ARCHIVE / ULTRON_RAW_ARCHIVE_RETENTION_DAYS: keep raw uploads, and for how long.
+    raw_archive: bool = True
+    raw_archive_retention_days: float = 30.0
+    #: ULTRON_REDACTION_SPACY_MODEL: an installed spaCy model for name/location detection (optional).
+    redaction_spacy_model: str | None = None
     #: ULTRON_DAGSTER_HOST / ULTRON_DAGSTER_PORT: where `ultron dev` serves the UI.
     dagster_host: str = "127.0.0.1"
     dagster_port: int = 3000
@@ -109,8 +154,15 @@ class Settings:
         if self.segment_budget_tokens < 256:
             raise SettingsError(
                 "ULTRON_LLM_MAX_INPUT_TOKENS - ULTRON_LLM_PROMPT_RESERVE_TOKENS must leave at least 256 tokens")
+        if self.embedding_provider not in ("local", "openai", "hash"):
+            raise SettingsError(f"ULTRON_EMBEDDING_PROVIDER={self.embedding_provider!r}: use local, openai or hash")
+        if not 0 <= self.dedup_soft_threshold <= self.dedup_similarity_threshold <= 1:
+            raise SettingsError("need 0 <= ULTRON_DEDUP_SOFT_THRESHOLD <= ULTRON_DEDUP_SIMILARITY_THRESHOLD <= 1")
+        if self.hot_percentile < 0 or self.warm_percentile < 0 or self.hot_percentile + self.warm_percentile > 100:
+            raise SettingsError("ULTRON_HOT_PERCENTILE + ULTRON_WARM_PERCENTILE must be within 0..100")
         for name in ("trajectory_memory_score_threshold", "trajectory_sft_score_threshold",
-                     "trajectory_excellent_score_threshold", "quality_judge_weight"):
+                     "trajectory_excellent_score_threshold", "quality_judge_weight", "memory_min_confidence",
+                     "time_decay_weight"):
             if not 0 <= getattr(self, name) <= 1:
                 raise SettingsError(f"ULTRON_{name.upper()} must be between 0 and 1")
 
@@ -149,6 +201,25 @@ class Settings:
             trajectory_excellent_score_threshold=_number(
                 env, "ULTRON_TRAJECTORY_EXCELLENT_SCORE_THRESHOLD", 0.85, float),
             quality_judge_weight=_number(env, "ULTRON_QUALITY_JUDGE_WEIGHT", 0.5, float),
+            embedding_provider=(env.get("ULTRON_EMBEDDING_PROVIDER") or "local").strip().lower(),
+            embedding_model=env.get("ULTRON_EMBEDDING_MODEL") or None,
+            embedding_base_url=env.get("ULTRON_EMBEDDING_BASE_URL") or None,
+            embedding_api_key=env.get("ULTRON_EMBEDDING_API_KEY") or None,
+            embedding_dim=_number(env, "ULTRON_EMBEDDING_DIM", 384, int),
+            memory_min_confidence=_number(env, "ULTRON_MEMORY_MIN_CONFIDENCE", 0.5, float),
+            dedup_similarity_threshold=_number(env, "ULTRON_DEDUP_SIMILARITY_THRESHOLD", 0.85, float),
+            dedup_soft_threshold=_number(env, "ULTRON_DEDUP_SOFT_THRESHOLD", 0.75, float),
+            decay_alpha=_number(env, "ULTRON_DECAY_ALPHA", 0.05, float),
+            time_decay_weight=_number(env, "ULTRON_TIME_DECAY_WEIGHT", 0.1, float),
+            search_min_score=_number(env, "ULTRON_SEARCH_MIN_SCORE", 0.3, float),
+            hnsw_ef_search=_number(env, "ULTRON_HNSW_EF_SEARCH", 100, int),
+            hot_percentile=_number(env, "ULTRON_HOT_PERCENTILE", 10.0, float),
+            warm_percentile=_number(env, "ULTRON_WARM_PERCENTILE", 40.0, float),
+            cold_ttl_days=_number(env, "ULTRON_COLD_TTL_DAYS", 30.0, float),
+            consolidate_enabled=_flag(env, "ULTRON_CONSOLIDATE_ENABLED", False),
+            raw_archive=_flag(env, "ULTRON_RAW_ARCHIVE", True),
+            raw_archive_retention_days=_number(env, "ULTRON_RAW_ARCHIVE_RETENTION_DAYS", 30.0, float),
+            redaction_spacy_model=env.get("ULTRON_REDACTION_SPACY_MODEL") or None,
             dagster_host=env.get("ULTRON_DAGSTER_HOST") or "127.0.0.1",
             dagster_port=_number(env, "ULTRON_DAGSTER_PORT", 3000, int),
         )

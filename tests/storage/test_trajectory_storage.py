@@ -68,7 +68,8 @@ def test_day1_day2_incremental_resegmentation(client, server, tmp_path):
         assert [(s.topic, s.start_line, s.end_line) for s in segs] == [("task A", 1, 4), ("task B", 5, 8), ("task C", 9, 10)]
         a_id, c_id = segs[0].id, segs[2].id
         for mid, seg_id in (("m-a", a_id), ("m-c", c_id)):
-            conn.execute(sa.text("INSERT INTO memories (id, content, tags) VALUES (:i, 'x', ARRAY[:t])"),
+            conn.execute(sa.text("INSERT INTO memory_records (id, memory_type, content, tags) "
+                                 "VALUES (:i, 'pattern', 'x', ARRAY[:t])"),
                          {"i": mid, "t": f"segment:{seg_id[:8]}"})
 
     # Day 2: the file is appended; task C is now complete.
@@ -85,7 +86,7 @@ def test_day1_day2_incremental_resegmentation(client, server, tmp_path):
         segs2 = rows(conn, "SELECT id, start_line, end_line FROM task_segments ORDER BY segment_index")
         assert [s.id for s in segs2[:2]] == [segs[0].id, segs[1].id]
         assert segs2[2].id != c_id and (segs2[2].start_line, segs2[2].end_line) == (9, 14)
-        status = dict(rows(conn, "SELECT id, status FROM memories"))
+        status = dict(rows(conn, "SELECT id, status FROM memory_records"))
         assert status == {"m-a": "active", "m-c": "archived"}
         assert rows(conn, "SELECT segmented FROM trajectory_records")[0][0] == 1
     # Nothing pending: no more calls, no duplicates.

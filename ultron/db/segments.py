@@ -120,7 +120,7 @@ def delete_segment(conn: sa.Connection, segment_id: str) -> None:
 
 def archive_memories_by_tag(conn: sa.Connection, tag: str) -> int:
     return conn.execute(sa.text(
-        "UPDATE memories SET status = 'archived', updated_at = now() "
+        "UPDATE memory_records SET status = 'archived', updated_at = now() "
         "WHERE status = 'active' AND tags @> ARRAY[CAST(:t AS text)]"), {"t": tag}).rowcount
 
 
@@ -198,3 +198,30 @@ def partition_keys(conn: sa.Connection, sessions: set[tuple[str, str]]) -> dict[
         "WHERE (agent_id, session_file) IN (SELECT * FROM unnest(CAST(:a AS text[]), CAST(:f AS text[])))"),
         {"a": [a for a, _ in sessions], "f": [f for _, f in sessions]})
     return {(r.agent_id, r.session_file): r.partition_key for r in rows}
+
+
+def extractable_segments(conn: sa.Connection, limit: int, min_score: float,
+                         partition_key: str | None = None) -> list[SegmentRow]:
+    """Labeled, not yet extracted, past the coarse score filter (read from the JSON)."""
+    sql = (f"SELECT {', '.join('s.' + c.strip() for c in _SEG_COLS.split(','))} FROM task_segments s "
+           "JOIN trajectory_records r ON r.agent_id = s.agent_id AND r.session_file = s.session_file "
+           "WHERE s.labeled = 1 AND s.memory_extracted = 0 AND r.segmented = 1 "
+           "AND (CAST(s.quality_metrics AS jsonb) -> 'summary' ->> 'overall_score')::float >= :min")
+    params: dict[str, Any] = {"min": min_score, "limit": limit}
+    if partition_key is not None:
+        sql += " AND r.partition_key = :k"
+        params["k"] = partition_key
+    return [SegmentRow(**r._mapping) for r in conn.execute(sa.text(sql + " ORDER BY s.created_at, s.id LIMIT :limit"),
+                                                           params)]
+
+
+def claim_for_extraction(conn: sa.Connection, segment_id: str) -> bool:
+    """Lock the segment row for this transaction; False if it was extracted meanwhile."""
+    return conn.execute(sa.text(
+        "SELECT 1 FROM task_segments WHERE id = :id AND memory_extracted = 0 FOR UPDATE"), {"id": segment_id}
+    ).first() is not None
+
+
+def mark_extracted(conn: sa.Connection, segment_id: str) -> None:
+    conn.execute(sa.text("UPDATE task_segments SET memory_extracted = 1, updated_at = now() WHERE id = :id"),
+                 {"id": segment_id})

@@ -21,7 +21,8 @@ MESSAGE_COLUMNS = (
     "record_id", "seq", "line", "role", "content", "reasoning_content",
     "tool_calls", "tool_call_id", "name", "is_sidechain", "source_id",
 )
-TABLES = ("trajectory_records", "session_messages", "parse_problems", "raw_user_uploads", "task_segments")
+TABLES = ("trajectory_records", "session_messages", "parse_problems", "raw_user_uploads", "task_segments",
+          "memory_records", "memory_contributions")
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,26 @@ def archive_file(
         {"id": str(uuid.uuid4()), "a": agent_id, "p": source_path, "h": content_hash,
          "s": len(content), "c": content},
     )
+
+
+def archive_text(conn: sa.Connection, *, agent_id: str | None, content_hash: str, content: bytes) -> None:
+    """One ingest_text row per distinct text."""
+    conn.execute(
+        sa.text(
+            """
+            INSERT INTO raw_user_uploads (id, kind, agent_id, source_path, content_hash, size_bytes, content)
+            VALUES (:id, 'ingest_text', :a, NULL, :h, :s, :c)
+            ON CONFLICT (content_hash) WHERE kind = 'ingest_text' DO NOTHING
+            """
+        ),
+        {"id": str(uuid.uuid4()), "a": agent_id, "h": content_hash, "s": len(content), "c": content},
+    )
+
+
+def purge_raw_archive(conn: sa.Connection, older_than_days: float) -> int:
+    return conn.execute(sa.text(
+        "DELETE FROM raw_user_uploads WHERE created_at < now() - make_interval(secs => :d * 86400)"),
+        {"d": older_than_days}).rowcount
 
 
 def table_counts(conn: sa.Connection) -> dict[str, int]:

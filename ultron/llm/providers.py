@@ -16,6 +16,7 @@ from ultron.sessions.messages import Message
 from ultron.settings import Settings
 
 RUBRIC = ("goal_achieved", "correctness", "efficiency", "safety")
+MEMORY_TYPES = ("error", "security", "correction", "pattern", "preference", "life")
 TOOL_ARGS_CHARS = 300
 
 
@@ -37,6 +38,24 @@ class LLMProvider(Protocol):
 
     def judge(self, messages: list[Message]) -> dict[str, Any] | None:
         """Rubric scores for one task, or None when this provider has no judge."""
+
+    def extract_memories(self, messages: list[Message], task_type: str | None) -> list[dict[str, Any]]:
+        """Memory candidates {content, context, resolution, tags, kind, tools_used, confidence}."""
+
+    def extract_from_text(self, text: str) -> list[dict[str, Any]]:
+        """Memory candidates from free text (ingest_text)."""
+
+    def classify_memory(self, content: str, context: str, resolution: str, tags: list[str]) -> str:
+        """One of MEMORY_TYPES."""
+
+    def summarize(self, content: str, context: str, resolution: str) -> tuple[str, str]:
+        """(L0 one-liner, L1 overview); the caller enforces the token limits."""
+
+    def same_memory(self, a: dict[str, str], b: dict[str, str]) -> bool:
+        """Confirm a near-duplicate in the soft similarity zone."""
+
+    def merge_memories(self, existing: dict[str, str], incoming: dict[str, str]) -> dict[str, str]:
+        """Merged {content, context, resolution}."""
 
 
 def render_message(index: int, msg: Message) -> str:
@@ -107,6 +126,93 @@ Score each criterion from 0 to 1:
 Answer with JSON only: {"goal_achieved": 0.0, "correctness": 0.0, "efficiency": 0.0, "safety": 0.0, "rationale": "one sentence"}"""
 
 
+def validate_memories(value: Any) -> list[dict[str, Any]]:
+    items = value.get("memories") if isinstance(value, dict) else value
+    if not isinstance(items, list):
+        raise ValueError("expected {\"memories\": [...]}")
+    out = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("content"), str) or not item["content"].strip():
+            raise ValueError(f"memory without content: {item!r}")
+        conf = item.get("confidence", 0.5)
+        if isinstance(conf, bool) or not isinstance(conf, (int, float)):
+            raise ValueError(f"confidence must be a number: {conf!r}")
+        kind = item.get("kind") if item.get("kind") in ("procedural", "episodic") else "episodic"
+        tags = item.get("tags") if isinstance(item.get("tags"), list) else []
+        tools = item.get("tools_used") if isinstance(item.get("tools_used"), list) else []
+        out.append({
+            "content": item["content"].strip(), "context": str(item.get("context") or "").strip(),
+            "resolution": str(item.get("resolution") or "").strip(),
+            "tags": [str(t).strip().lower() for t in tags if str(t).strip()][:12],
+            "kind": kind, "tools_used": [str(t) for t in tools][:20],
+            "confidence": min(1.0, max(0.0, float(conf))),
+            # the extractor's own reading of the type, when it gives a valid one
+            "type_hint": item.get("type_hint") if item.get("type_hint") in MEMORY_TYPES else None,
+        })
+    return out
+
+
+def validate_type(value: Any) -> str:
+    kind = value.get("memory_type") if isinstance(value, dict) else value
+    if kind not in MEMORY_TYPES:
+        raise ValueError(f"memory_type must be one of {MEMORY_TYPES}, got {kind!r}")
+    return kind
+
+
+def validate_summaries(value: Any) -> tuple[str, str]:
+    if not isinstance(value, dict) or not isinstance(value.get("l0"), str) or not isinstance(value.get("l1"), str):
+        raise ValueError("expected {\"l0\": str, \"l1\": str}")
+    if not value["l0"].strip():
+        raise ValueError("empty l0")
+    return value["l0"].strip(), value["l1"].strip()
+
+
+def validate_same(value: Any) -> bool:
+    same = value.get("same") if isinstance(value, dict) else value
+    if not isinstance(same, bool):
+        raise ValueError("expected {\"same\": true|false}")
+    return same
+
+
+def validate_merged(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not isinstance(value.get("content"), str) or not value["content"].strip():
+        raise ValueError("expected {content, context, resolution}")
+    return {k: str(value.get(k) or "").strip() for k in ("content", "context", "resolution")}
+
+
+EXTRACT_SYSTEM = """You extract reusable knowledge from one task of an AI agent's work, for other agents to reuse.
+Extract only what is supported by the transcript: errors and how they were fixed, corrections the user made,
+stated preferences, and successful multi-step procedures. Skip chit-chat and anything private.
+Answer with JSON only:
+{"memories": [{"content": "the error / problem / preference, concise", "context": "where it happened",
+  "resolution": "what fixed it or the steps", "tags": ["python", "docker"], "kind": "procedural|episodic",
+  "tools_used": ["tool names"], "confidence": 0.0}]}
+kind: procedural = a reusable how-to; episodic = a one-off event. confidence: 0..1, how sure and reusable.
+Return {"memories": []} when there is nothing worth keeping."""
+
+TEXT_EXTRACT_SYSTEM = EXTRACT_SYSTEM.replace("one task of an AI agent's work", "a text someone shared")
+
+CLASSIFY_SYSTEM = """Classify one memory of an AI agent memory system. Types:
+error (an error and its fix), security (a security event or risk), correction (a correction of a mistake),
+pattern (an observed pattern or reusable procedure), preference (an explicit preference), life (a shareable everyday fact).
+Answer with JSON only: {"memory_type": "error"}"""
+
+SUMMARY_SYSTEM = """Summarise one memory at two levels. l0: one line, at most 40 words, the gist someone scans.
+l1: an overview of at most 150 words with the problem, context and resolution.
+Answer with JSON only: {"l0": "...", "l1": "..."}"""
+
+SAME_SYSTEM = """Two memories are near-duplicates by embedding similarity. Decide whether they describe the same
+knowledge (the same problem and fix, the same preference, the same procedure), so they should be merged.
+Answer with JSON only: {"same": true} or {"same": false}"""
+
+MERGE_SYSTEM = """Merge two versions of the same memory into one, keeping every distinct fact of both, without
+repetition. Answer with JSON only: {"content": "...", "context": "...", "resolution": "..."}"""
+
+
+def _memory_text(m: dict[str, str]) -> str:
+    return f"content: {m.get('content', '')}\ncontext: {m.get('context', '')}\nresolution: {m.get('resolution', '')}"
+
+
 class OpenAIProvider:
     name = "openai"
 
@@ -141,6 +247,38 @@ class OpenAIProvider:
             lines = [truncate_to_tokens(line, share) for line in lines]
         return self.judge_client.complete_json(JUDGE_SYSTEM, "\n".join(lines), validate_rubric, purpose="quality judge")
 
+    def _transcript(self, messages: list[Message]) -> str:
+        lines = [render_message(i, m) for i, m in enumerate(messages, 1)]
+        if sum(count_tokens(line) for line in lines) > self.budget:
+            share = max(32, self.budget // max(1, len(lines)))
+            lines = [truncate_to_tokens(line, share) for line in lines]
+        return "\n".join(lines)
+
+    def extract_memories(self, messages: list[Message], task_type: str | None) -> list[dict[str, Any]]:
+        header = f"Task type: {task_type}\n" if task_type else ""
+        return self.client.complete_json(EXTRACT_SYSTEM, header + self._transcript(messages), validate_memories,
+                                         purpose="memory extraction")
+
+    def extract_from_text(self, text: str) -> list[dict[str, Any]]:
+        return self.client.complete_json(TEXT_EXTRACT_SYSTEM, truncate_to_tokens(text, self.budget),
+                                         validate_memories, purpose="text extraction")
+
+    def classify_memory(self, content: str, context: str, resolution: str, tags: list[str]) -> str:
+        body = _memory_text({"content": content, "context": context, "resolution": resolution}) + f"\ntags: {tags}"
+        return self.client.complete_json(CLASSIFY_SYSTEM, body, validate_type, purpose="memory type")
+
+    def summarize(self, content: str, context: str, resolution: str) -> tuple[str, str]:
+        body = _memory_text({"content": content, "context": context, "resolution": resolution})
+        return self.client.complete_json(SUMMARY_SYSTEM, body, validate_summaries, purpose="memory summary")
+
+    def same_memory(self, a: dict[str, str], b: dict[str, str]) -> bool:
+        body = "A:\n" + _memory_text(a) + "\n\nB:\n" + _memory_text(b)
+        return self.client.complete_json(SAME_SYSTEM, body, validate_same, purpose="duplicate check")
+
+    def merge_memories(self, existing: dict[str, str], incoming: dict[str, str]) -> dict[str, str]:
+        body = "EXISTING:\n" + _memory_text(existing) + "\n\nINCOMING:\n" + _memory_text(incoming)
+        return self.client.complete_json(MERGE_SYSTEM, body, validate_merged, purpose="memory merge")
+
 
 class RulesProvider:
     """Offline provider: deterministic algorithms for every task; no judge (the
@@ -159,6 +297,36 @@ class RulesProvider:
 
     def judge(self, messages: list[Message]) -> dict[str, Any] | None:
         return None
+
+    def extract_memories(self, messages: list[Message], task_type: str | None) -> list[dict[str, Any]]:
+        from ultron.memory import rules
+
+        return validate_memories({"memories": rules.extract_memories(messages, task_type=task_type)})
+
+    def extract_from_text(self, text: str) -> list[dict[str, Any]]:
+        from ultron.memory import rules
+
+        return validate_memories({"memories": rules.extract_from_text(text)})
+
+    def classify_memory(self, content: str, context: str, resolution: str, tags: list[str]) -> str:
+        from ultron.memory import rules
+
+        return validate_type(rules.classify_memory_type(content, context, resolution, tags))
+
+    def summarize(self, content: str, context: str, resolution: str) -> tuple[str, str]:
+        from ultron.memory import rules
+
+        return rules.summarize_l0(content, context, resolution), rules.overview_l1(content, context, resolution)
+
+    def same_memory(self, a: dict[str, str], b: dict[str, str]) -> bool:
+        from ultron.memory import rules
+
+        return rules.is_same_memory(a, b)
+
+    def merge_memories(self, existing: dict[str, str], incoming: dict[str, str]) -> dict[str, str]:
+        from ultron.memory import rules
+
+        return validate_merged(rules.merge_bodies(existing, incoming))
 
 
 def build_provider(settings: Settings, usage: LLMUsage | None = None) -> LLMProvider:

@@ -5,6 +5,14 @@ client): each request takes the next scripted reply — JSON, prose-wrapped JSON
 garbage, an empty answer, an HTTP error status, or a stall past the client's
 timeout — and falls back to a responder function when the script is empty.
 Every request is recorded, so callers can count calls and tokens.
+
+It also answers ``POST .../embeddings``: by default with deterministic vectors (the
+:class:`~ultron.embeddings.hashing.HashingEmbedder` of each input, ``embedding_dim``
+wide unless the request asks for ``dimensions``). Embedding requests take scripted
+replies from the same queue: ``Reply.http``/``Reply.stall`` fail or delay them,
+``Reply.raw(payload)`` sends any body verbatim (wrong counts, wrong dimensions, ...);
+other content replies just mean "the default vectors". They are recorded in
+``requests`` like chat requests, and also in ``embedding_requests``.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ class Reply:
     error: str = "scripted error"
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    #: When set, this JSON body is sent verbatim (with ``status``) instead of a built answer.
+    payload: Any = None
 
     @classmethod
     def json(cls, value: Any) -> "Reply":
@@ -43,17 +53,25 @@ class Reply:
     @classmethod
     def stall(cls, seconds: float, then: "Reply | None" = None) -> "Reply":
         base = then or cls.json({})
-        return cls(content=base.content, status=base.status, error=base.error, delay=seconds)
+        return cls(content=base.content, status=base.status, error=base.error, delay=seconds, payload=base.payload)
+
+    @classmethod
+    def raw(cls, payload: Any, status: int = 200, **headers: str) -> "Reply":
+        """Send ``payload`` as the whole response body, e.g. a malformed embeddings answer."""
+        return cls(status=status, payload=payload, headers=headers)
 
 
 Responder = Callable[[dict[str, Any]], "Reply"]
 
 
 class FakeOpenAI:
-    def __init__(self, responder: Responder | None = None, *, reject_json_mode: bool = False) -> None:
+    def __init__(self, responder: Responder | None = None, *, reject_json_mode: bool = False,
+                 embedding_dim: int = 384) -> None:
         self.responder = responder
         self.reject_json_mode = reject_json_mode
+        self.embedding_dim = embedding_dim
         self.requests: list[dict[str, Any]] = []
+        self.embedding_requests: list[dict[str, Any]] = []
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -90,6 +108,38 @@ class FakeOpenAI:
             return self.responder(body)
         return Reply.http(500, "no scripted reply left")
 
+    def _next_embedding(self, body: dict[str, Any]) -> Reply | None:
+        """The next scripted reply for an embeddings request; None = the default vectors."""
+        with self._lock:
+            self.requests.append(body)
+            self.embedding_requests.append(body)
+            if self._script:
+                return self._script.popleft()
+        return None
+
+    def embeddings_answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The default answer: one deterministic unit vector per input, in order."""
+        import base64
+
+        import numpy as np
+
+        from ultron.embeddings.hashing import HashingEmbedder
+
+        raw = body.get("input", [])
+        if isinstance(raw, str) or (isinstance(raw, list) and raw and isinstance(raw[0], int)):
+            raw = [raw]  # one text, or one pre-tokenised input
+        texts = [t if isinstance(t, str) else json.dumps(t) for t in raw]
+        dim = int(body.get("dimensions") or self.embedding_dim)
+        vectors = HashingEmbedder(dim).embed(texts) if texts else np.zeros((0, dim), np.float32)
+        as_base64 = body.get("encoding_format") == "base64"
+        data = [{"object": "embedding", "index": i,
+                 "embedding": (base64.b64encode(v.astype("<f4").tobytes()).decode() if as_base64
+                               else [float(x) for x in v])}
+                for i, v in enumerate(vectors)]
+        tokens = sum(len(t) // 4 + 1 for t in texts)
+        return {"object": "list", "data": data, "model": body.get("model", "fake"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
     def _handler(self):
         fake = self
 
@@ -100,6 +150,8 @@ class FakeOpenAI:
             def do_POST(self) -> None:  # noqa: N802 - http.server naming
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path.endswith("/embeddings"):
+                    return self._embeddings(body)
                 if not self.path.endswith("/chat/completions"):
                     return self._send(404, {"error": {"message": f"unknown path {self.path}"}})
                 if fake.reject_json_mode and "response_format" in body:
@@ -110,6 +162,8 @@ class FakeOpenAI:
                 reply = fake._next(body)
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.payload is not None:
+                    return self._send(reply.status, reply.payload, reply.headers)
                 if reply.status != 200:
                     return self._send(reply.status, {"error": {"message": reply.error, "type": "server_error"}},
                                       reply.headers)
@@ -124,7 +178,18 @@ class FakeOpenAI:
                               "total_tokens": prompt + completion},
                 })
 
-            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+            def _embeddings(self, body: dict[str, Any]) -> None:
+                reply = fake._next_embedding(body)
+                if reply is not None and reply.delay:
+                    time.sleep(reply.delay)
+                if reply is not None and reply.payload is not None:
+                    return self._send(reply.status, reply.payload, reply.headers)
+                if reply is not None and reply.status != 200:
+                    return self._send(reply.status, {"error": {"message": reply.error, "type": "server_error"}},
+                                      reply.headers)
+                self._send(200, fake.embeddings_answer(body))
+
+            def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(status)

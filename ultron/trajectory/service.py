@@ -49,6 +49,17 @@ class SessionSegmentation:
 
 
 @dataclass
+class SegmentExtraction:
+    segment_id: str
+    partition_key: str | None
+    status: str  # extracted | pending | skipped
+    inserted: int = 0
+    merged: int = 0
+    dropped_low_confidence: int = 0
+    reason: str | None = None
+
+
+@dataclass
 class SegmentLabel:
     segment_id: str
     agent_id: str
@@ -170,6 +181,67 @@ class TrajectoryService:
         out.overall_score = metrics["summary"]["overall_score"]
         out.task_type = metrics["summary"]["task_type"]
         return out
+
+    # -- memory extraction ----------------------------------------------------------------
+
+    @property
+    def memory(self):
+        if getattr(self, "_memory", None) is None:
+            from ultron.memory.service import MemoryService
+
+            self._memory = MemoryService(self.db, self.settings, provider=self.provider)
+        return self._memory
+
+    def extract_memories_from_segments(self, batch_size: int = 50, *, partition_key: str | None = None
+                                       ) -> list[SegmentExtraction]:
+        """Memories from good segments, each segment all-or-nothing and exactly once."""
+        with self.db.engine.connect() as conn:
+            segs = store.extractable_segments(conn, batch_size, self.settings.trajectory_memory_score_threshold,
+                                              partition_key)
+            keys = store.partition_keys(conn, {(s.agent_id, s.session_file) for s in segs})
+        out = []
+        for seg in segs:
+            result = SegmentExtraction(seg.id, keys.get((seg.agent_id, seg.session_file)), "skipped")
+            if self.is_memory_eligible(seg.metrics):
+                self._extract_segment(seg, result)
+            else:
+                result.reason = "not memory-eligible"
+            out.append(result)
+        return out
+
+    def _extract_segment(self, seg: store.SegmentRow, result: SegmentExtraction) -> None:
+        from ultron.memory.service import Provenance
+
+        task_type = (seg.metrics or {}).get("summary", {}).get("task_type")
+        with self.db.engine.connect() as conn:
+            messages = store.segment_messages(conn, seg)
+        try:
+            candidates = self.provider.extract_memories(messages, task_type)
+            keep = [c for c in candidates if c["confidence"] >= self.settings.memory_min_confidence]
+            result.dropped_low_confidence = len(candidates) - len(keep)
+            standard = ["trajectory", f"type:{task_type or 'other'}", f"segment:{seg.id[:8]}", f"agent:{seg.agent_id}"]
+            prepared = []
+            for c in keep:  # slow work (LLM, embedding, redaction) before the transaction
+                memory_type, body, tags, emb = self.memory.prepare({**c, "tags": list(c["tags"]) + standard})
+                prepared.append((memory_type, body, tags, emb, c))
+        except LLMError as exc:
+            result.status, result.reason = "pending", f"extraction unavailable: {exc}"
+            return
+        prov = Provenance(seg.agent_id, seg.id, seg.session_file, seg.start_line, seg.end_line)
+        prepared.sort(key=lambda p: p[0])  # per-type locks always taken in the same order
+        with self.db.engine.begin() as conn:
+            if not store.claim_for_extraction(conn, seg.id):
+                result.reason = "extracted by another run"
+                return
+            for memory_type, body, tags, emb, c in prepared:
+                up = self.memory._store(conn, memory_type, body, tags, emb, prov, c["kind"], c["tools_used"],
+                                        c["confidence"])
+                if up.action == "inserted":
+                    result.inserted += 1
+                else:
+                    result.merged += 1
+            store.mark_extracted(conn, seg.id)
+        result.status = "extracted"
 
     # -- eligibility and stats ------------------------------------------------------------
 

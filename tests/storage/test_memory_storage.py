@@ -1,0 +1,207 @@
+"""The Memory Service on the real database: upload order, dedup and merge, concurrency,
+hybrid search, hits, tiers, profiles, forget, extraction and ingest_text."""
+
+import json
+import threading
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import write_jsonl
+from ultron.memory.service import EmbeddingProfileMismatch, MemoryService, Provenance
+
+PANDAS = ("ModuleNotFoundError: No module named 'pandas'", "running the analysis script in a Docker container",
+          "pip install pandas in the image")
+
+
+def scalar(client, sql, **p):
+    with client.db.engine.connect() as conn:
+        return conn.execute(sa.text(sql), p).scalar_one()
+
+
+@pytest.fixture
+def memory(client):
+    return client.memory
+
+
+def test_upload_inserts_a_typed_redacted_summarised_memory(memory, client):
+    result = memory.upload_memory(*PANDAS, tags=["Python", "docker"])
+    rec = result.record
+    assert result.action == "inserted" and rec.tier == "WARM" and rec.status == "active"
+    assert rec.memory_type == "error" and rec.tags == ["docker", "python"]
+    from ultron.llm.tokens import count_tokens
+
+    assert 0 < count_tokens(rec.summary_l0) <= 64 and count_tokens(rec.overview_l1) <= 256
+    assert scalar(client, "SELECT vector_dims(embedding) FROM memory_records") == 384
+    assert scalar(client, "SELECT count(*) FROM memory_contributions") == 1
+    assert scalar(client, "SELECT name FROM embedding_profile") == "hash:384"
+
+
+def test_an_identical_upload_merges_instead_of_inserting(memory, client):
+    first = memory.upload_memory(*PANDAS, tags=["python"]).record
+    second = memory.upload_memory(*PANDAS, tags=["docker"])
+    assert second.action == "merged" and second.record.id == first.id and second.similarity > 0.99
+    assert second.record.hit_count == 1 and second.record.tags == ["docker", "python"]
+    assert scalar(client, "SELECT count(*) FROM memory_records") == 1
+    assert scalar(client, "SELECT count(*) FROM memory_contributions") == 2
+
+
+def test_concurrent_uploads_of_the_same_memory_make_one_row(memory, client):
+    memory.check_embedding_profile()
+    barrier = threading.Barrier(4)
+    errors = []
+
+    def upload():
+        try:
+            barrier.wait()
+            MemoryService(client.db, client.settings, provider=memory.provider, embedder=memory.embedder,
+                          redactor=memory.redactor).upload_memory(*PANDAS)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=upload) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert scalar(client, "SELECT count(*) FROM memory_records") == 1
+    assert scalar(client, "SELECT hit_count FROM memory_records") == 3
+
+
+def test_different_types_never_merge(memory, client):
+    memory.upload_memory("I prefer tabs over spaces in Python code", "", "")
+    memory.upload_memory(*PANDAS)
+    assert scalar(client, "SELECT count(DISTINCT memory_type) FROM memory_records") == 2
+
+
+def test_search_is_hybrid_floors_irrelevant_rows_and_counts_hits(memory, client):
+    a = memory.upload_memory(*PANDAS).record
+    b = memory.upload_memory("docker compose fails: port 5432 is already allocated", "starting postgres with compose",
+                             "stop the local postgres service or map another host port").record
+    results = memory.search_memories("No module named pandas", detail_level="l1", limit=5)
+    assert results and results[0].record.id == a.id
+    assert "vector" in results[0].matched and "text" in results[0].matched
+    d = results[0].to_dict("l1")
+    assert "overview_l1" in d and "content" not in d
+    assert "overview_l1" not in memory.search_memories("pandas module", detail_level="l0")[0].to_dict("l0")
+    assert memory.search_memories("zebra migration patterns in the serengeti") == []
+    with client.db.engine.connect() as conn:
+        hits = dict(conn.execute(sa.text("SELECT id, hit_count FROM memory_records")).all())
+    assert hits[a.id] == 2 and hits[b.id] == 0  # found twice, never returned
+    with pytest.raises(ValueError):
+        memory.search_memories("x", detail_level="full")
+
+
+def test_search_filters_and_archived_rows(memory, client):
+    a = memory.upload_memory(*PANDAS, tags=["python"], provenance=Provenance(agent_id="alice")).record
+    assert [r.record.id for r in memory.search_memories("pandas", tags=["python"])] == [a.id]
+    assert memory.search_memories("pandas", tags=["rust"]) == []
+    assert memory.search_memories("pandas", agent_id="bob") == []
+    assert memory.search_memories("pandas", tier="HOT") == []
+    with client.db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE memory_records SET status = 'archived'"))
+    assert memory.search_memories("pandas") == []
+
+
+def test_details_add_two_hits(memory):
+    rec = memory.upload_memory(*PANDAS).record
+    [full] = memory.get_memory_details([rec.id])
+    assert full.content == PANDAS[0] and full.hit_count == 2
+
+
+def test_tier_rebalance_by_hits_and_cold_ttl(memory, client):
+    ids = [memory.upload_memory(f"error number {i}: widget {i} failed with code E{i}00", f"context {i}",
+                                f"restart widget {i}").record.id for i in range(10)]
+    with client.db.engine.begin() as conn:
+        for rank, mid in enumerate(ids):
+            conn.execute(sa.text("UPDATE memory_records SET hit_count = :h, last_hit_at = now() WHERE id = :id"),
+                         {"h": 100 - rank, "id": mid})
+        conn.execute(sa.text("UPDATE memory_records SET last_hit_at = now() - interval '40 days', "
+                             "created_at = now() - interval '40 days' WHERE id = :id"), {"id": ids[-1]})
+    counts = memory.run_tier_rebalance()
+    assert counts == {"HOT": 1, "WARM": 4, "COLD": 4, "ARCHIVED": 1, "archived_now": 1}
+    with client.db.engine.connect() as conn:
+        tiers = dict(conn.execute(sa.text("SELECT id, tier FROM memory_records")).all())
+    assert tiers[ids[0]] == "HOT" and tiers[ids[1]] == "WARM" and tiers[ids[5]] == "COLD"
+
+
+def test_a_different_embedder_is_refused(memory, client):
+    memory.upload_memory(*PANDAS)
+    with client.db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE embedding_profile SET name = 'local:all-MiniLM-L6-v2'"))
+    other = MemoryService(client.db, client.settings, provider=memory.provider, redactor=memory.redactor)
+    with pytest.raises(EmbeddingProfileMismatch, match="never mixed"):
+        other.upload_memory("anything at all", "", "")
+
+
+def test_consolidation_merges_existing_near_duplicates(memory, client):
+    a = memory.upload_memory(*PANDAS).record
+    b = memory.upload_memory("ModuleNotFoundError: No module named 'numpy'", PANDAS[1], "pip install numpy").record
+    with client.db.engine.begin() as conn:  # plant an exact duplicate past the upload path
+        conn.execute(sa.text(
+            "INSERT INTO memory_records (id, memory_type, content, context, resolution, embedding, hit_count) "
+            "SELECT 'dup', memory_type, content, context, resolution, embedding, 5 FROM memory_records WHERE id = :id"),
+            {"id": a.id})
+    out = memory.consolidate(max_merges=10)
+    assert out["merged"] == 1
+    with client.db.engine.connect() as conn:
+        ids = set(conn.execute(sa.text("SELECT id FROM memory_records")).scalars())
+    assert ids == {a.id, b.id}
+    # the absorbed row's 5 hits move over, plus the merge's own +1
+    assert scalar(client, "SELECT hit_count FROM memory_records WHERE id = :id", id=a.id) == 6
+
+
+SECRET = "sk-proj-ZXCVBNMasdfghjkl1234567890QWERTYUIOP"
+
+
+def test_forget_a_session_leaves_nothing_of_it_anywhere(client, tmp_path):
+    planted = "flux capacitor overheats at 88 mph"
+    f = write_jsonl(tmp_path / "forget.jsonl", [
+        {"role": "user", "content": f"My {planted}. Fix the cooling script."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "run", "arguments": json.dumps({"cmd": "cool.sh"})}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": f"Error: {planted}"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c2", "type": "function", "function": {"name": "run", "arguments": json.dumps({"cmd": "cool.sh --fan"})}}]},
+        {"role": "tool", "tool_call_id": "c2", "content": "ok: temperature normal"},
+        {"role": "assistant", "content": f"Fixed: the {planted} issue is solved by running cool.sh with --fan."},
+        {"role": "user", "content": "Thanks, that worked!"},
+    ])
+    client.ingest([f], "forget-agent")
+    svc = client.trajectory_service
+    svc.segment_pending_sessions()
+    svc.label_pending_segments()
+    svc.extract_memories_from_segments()
+    client.upload_memory("Unrelated: use --fan for any cooling script", "", "")
+    assert _occurrences(client, "capacitor") > 0
+    counts = client.forget(session_file=str(f), agent_id="forget-agent")
+    assert counts["sessions"] == 1
+    assert _occurrences(client, "capacitor") == 0
+    assert scalar(client, "SELECT count(*) FROM memory_records") >= 1  # the unrelated memory stays
+
+
+def _occurrences(client, needle: str) -> int:
+    """Rows of any table whose text form contains the needle."""
+    with client.db.engine.connect() as conn:
+        tables = conn.execute(sa.text(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' "
+            "AND table_type = 'BASE TABLE'")).scalars().all()
+        total = 0
+        for t in tables:
+            total += conn.execute(sa.text(
+                f"SELECT count(*) FROM \"{t}\" x WHERE position(lower(:n) in lower(x::text)) > 0"
+                + (" OR position(lower(:n) in lower(convert_from(content, 'UTF8'))) > 0" if t == "raw_user_uploads"
+                   else "")), {"n": needle}).scalar_one()
+        return total
+
+
+def test_ingest_text_uploads_memories_and_archives_once(client):
+    text = ("Investigation:\n1. pip install failed inside Docker\n2. Error: Could not find a version that "
+            "satisfies the requirement\n3. Cause: the container has no outbound network\n"
+            "4. Fix: configure a proxy or use --network host")
+    out = client.ingest_text(text)
+    assert out["total_memories"] >= 1
+    client.ingest_text(text)
+    assert scalar(client, "SELECT count(*) FROM raw_user_uploads WHERE kind = 'ingest_text'") == 1
+    assert scalar(client, "SELECT count(*) FROM trajectory_records") == 0

@@ -1,0 +1,403 @@
+"""SQL for memory_records, memory_contributions and the embedding profile.
+
+Every vector lookup goes through the HNSW index (``ORDER BY embedding <=> q LIMIT k``)
+and every text lookup through the GIN full-text index; nothing scans rows in Python.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Sequence
+
+import numpy as np
+import sqlalchemy as sa
+
+TYPES = ("error", "security", "correction", "pattern", "preference", "life")
+RECORD_COLS = (
+    "id, memory_type, content, context, resolution, tags, summary_l0, overview_l1, kind, tools_used, confidence, "
+    "tier, status, hit_count, last_hit_at, merge_pending, agent_id, segment_id, session_file, start_line, end_line, "
+    "created_at, updated_at"
+)
+
+
+@dataclass
+class MemoryRecord:
+    id: str
+    memory_type: str
+    content: str
+    context: str = ""
+    resolution: str = ""
+    tags: list[str] = field(default_factory=list)
+    summary_l0: str = ""
+    overview_l1: str = ""
+    kind: str | None = None
+    tools_used: list[str] = field(default_factory=list)
+    confidence: float | None = None
+    tier: str = "WARM"
+    status: str = "active"
+    hit_count: int = 0
+    last_hit_at: datetime | None = None
+    merge_pending: bool = False
+    agent_id: str | None = None
+    segment_id: str | None = None
+    session_file: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    def to_dict(self, detail_level: str = "full") -> dict[str, Any]:
+        base = {"id": self.id, "memory_type": self.memory_type, "tier": self.tier, "status": self.status,
+                "tags": list(self.tags), "hit_count": self.hit_count, "summary_l0": self.summary_l0}
+        if detail_level == "l0":
+            return base
+        base["overview_l1"] = self.overview_l1
+        if detail_level == "l1":
+            return base
+        base.update(content=self.content, context=self.context, resolution=self.resolution, kind=self.kind,
+                    tools_used=list(self.tools_used), confidence=self.confidence, agent_id=self.agent_id,
+                    segment_id=self.segment_id, session_file=self.session_file, start_line=self.start_line,
+                    end_line=self.end_line,
+                    last_hit_at=self.last_hit_at.isoformat() if self.last_hit_at else None,
+                    created_at=self.created_at.isoformat() if self.created_at else None)
+        return base
+
+
+def _record(row: Any) -> MemoryRecord:
+    return MemoryRecord(**row._mapping)
+
+
+def vec(v: np.ndarray) -> str:
+    """pgvector text form; passed as a parameter and cast in SQL."""
+    return "[" + ",".join(f"{x:.7g}" for x in np.asarray(v, dtype=np.float32)) + "]"
+
+
+# -- embedding profile -------------------------------------------------------------------
+
+
+def get_profile(conn: sa.Connection) -> tuple[str, int] | None:
+    row = conn.execute(sa.text("SELECT name, dim FROM embedding_profile WHERE id = 1")).first()
+    return (row.name, row.dim) if row else None
+
+
+def set_profile(conn: sa.Connection, name: str, dim: int) -> None:
+    conn.execute(sa.text(
+        "INSERT INTO embedding_profile (id, name, dim) VALUES (1, :n, :d) "
+        "ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, dim = EXCLUDED.dim, created_at = now()"),
+        {"n": name, "d": dim})
+
+
+def column_dim(conn: sa.Connection) -> int:
+    return conn.execute(sa.text(
+        "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memory_records'::regclass AND attname = 'embedding'"
+    )).scalar_one()
+
+
+# -- writes --------------------------------------------------------------------------------
+
+
+def lock_type(conn: sa.Connection, memory_type: str) -> None:
+    """Uploads of one type take turns: two concurrent uploads of the same memory see each other."""
+    conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": f"memory-type:{memory_type}"})
+
+
+def set_ef_search(conn: sa.Connection, ef: int) -> None:
+    conn.execute(sa.text(f"SET LOCAL hnsw.ef_search = {int(ef)}"))
+    # Filters (type, status, tier, tags) are applied while walking the graph, not after it.
+    conn.execute(sa.text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+
+
+def nearest_of_type(conn: sa.Connection, memory_type: str, embedding: np.ndarray, k: int = 3
+                    ) -> list[tuple[MemoryRecord, float]]:
+    rows = conn.execute(sa.text(
+        f"SELECT {RECORD_COLS}, 1 - (embedding <=> CAST(:q AS vector)) AS similarity FROM memory_records "
+        "WHERE memory_type = :t AND status = 'active' ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k"),
+        {"q": vec(embedding), "t": memory_type, "k": k}).all()
+    out = []
+    for r in rows:
+        data = dict(r._mapping)
+        sim = data.pop("similarity")
+        out.append((MemoryRecord(**data), float(sim)))
+    return out
+
+
+def insert_record(conn: sa.Connection, rec: MemoryRecord, embedding: np.ndarray) -> str:
+    rec.id = rec.id or str(uuid.uuid4())
+    conn.execute(sa.text(
+        """
+        INSERT INTO memory_records (id, memory_type, content, context, resolution, tags, summary_l0, overview_l1,
+            kind, tools_used, confidence, tier, status, agent_id, segment_id, session_file, start_line, end_line,
+            embedding)
+        VALUES (:id, :memory_type, :content, :context, :resolution, :tags, :summary_l0, :overview_l1, :kind,
+            :tools_used, :confidence, 'WARM', 'active', :agent_id, :segment_id, :session_file, :start_line,
+            :end_line, CAST(:embedding AS vector))
+        """), {**{k: getattr(rec, k) for k in (
+            "id", "memory_type", "content", "context", "resolution", "tags", "summary_l0", "overview_l1", "kind",
+            "tools_used", "confidence", "agent_id", "segment_id", "session_file", "start_line", "end_line")},
+            "embedding": vec(embedding)})
+    return rec.id
+
+
+def add_contribution(conn: sa.Connection, memory_id: str, content: str, context: str, resolution: str,
+                     similarity: float | None, agent_id: str | None, segment_id: str | None,
+                     session_file: str | None) -> None:
+    conn.execute(sa.text(
+        "INSERT INTO memory_contributions (memory_id, content, context, resolution, similarity, agent_id, "
+        "segment_id, session_file) VALUES (:m, :c, :x, :r, :s, :a, :seg, :f)"),
+        {"m": memory_id, "c": content, "x": context, "r": resolution, "s": similarity, "a": agent_id,
+         "seg": segment_id, "f": session_file})
+
+
+def update_after_merge(conn: sa.Connection, memory_id: str, *, tags: list[str], body: dict[str, str] | None,
+                       summaries: tuple[str, str] | None, embedding: np.ndarray | None, merge_pending: bool) -> None:
+    sets = ["tags = :tags", "hit_count = hit_count + 1", "last_hit_at = now()", "updated_at = now()",
+            "merge_pending = :pending"]
+    params: dict[str, Any] = {"id": memory_id, "tags": tags, "pending": merge_pending}
+    if body is not None:
+        sets += ["content = :content", "context = :context", "resolution = :resolution"]
+        params.update(body)
+    if summaries is not None:
+        sets += ["summary_l0 = :l0", "overview_l1 = :l1"]
+        params.update(l0=summaries[0], l1=summaries[1])
+    if embedding is not None:
+        sets.append("embedding = CAST(:embedding AS vector)")
+        params["embedding"] = vec(embedding)
+    conn.execute(sa.text(f"UPDATE memory_records SET {', '.join(sets)} WHERE id = :id"), params)
+
+
+def add_hits(conn: sa.Connection, ids: Sequence[str], amount: int) -> None:
+    if ids:
+        conn.execute(sa.text(
+            "UPDATE memory_records SET hit_count = hit_count + :n, last_hit_at = now() WHERE id = ANY(:ids)"),
+            {"n": amount, "ids": list(ids)})
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
+def get_records(conn: sa.Connection, ids: Sequence[str], *, include_archived: bool = True) -> list[MemoryRecord]:
+    if not ids:
+        return []
+    sql = f"SELECT {RECORD_COLS} FROM memory_records WHERE id = ANY(:ids)"
+    if not include_archived:
+        sql += " AND status = 'active'"
+    rows = {r.id: _record(r) for r in conn.execute(sa.text(sql), {"ids": list(ids)})}
+    return [rows[i] for i in ids if i in rows]
+
+
+def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, query_text: str, *, k: int,
+                      tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> list[dict[str, Any]]:
+    """ANN (HNSW) and full-text (GIN) candidates with their ranks and cosine similarity.
+
+    Each side returns its own top ``k``; fusion and boosts happen in Python over at
+    most 2k rows, so the work does not grow with the store.
+    """
+    where = ["status = 'active'"]
+    params: dict[str, Any] = {"q": vec(embedding), "text": query_text, "k": k}
+    if tier:
+        where.append("tier = :tier")
+        params["tier"] = tier.upper()
+    if tags:
+        where.append("tags @> CAST(:tags AS text[])")
+        params["tags"] = list(tags)
+    if agent_id:
+        where.append("agent_id = :agent")
+        params["agent"] = agent_id
+    cond = " AND ".join(where)
+    sql = f"""
+        WITH ann AS (
+            SELECT id, row_number() OVER (ORDER BY dist) AS ann_rank
+            FROM (SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records WHERE {cond}
+                  ORDER BY dist LIMIT :k) a
+        ),
+        fts AS (
+            SELECT id, row_number() OVER (ORDER BY rank DESC) AS fts_rank
+            FROM (SELECT id, ts_rank_cd(search_tsv, query) AS rank
+                  FROM memory_records, websearch_to_tsquery('english', :text) AS query
+                  WHERE {cond} AND search_tsv @@ query
+                  ORDER BY rank DESC LIMIT :k) f
+        )
+        SELECT m.id, ann.ann_rank, fts.fts_rank, m.tier, m.last_hit_at, m.created_at,
+               1 - (m.embedding <=> CAST(:q AS vector)) AS similarity
+        FROM (SELECT id FROM ann UNION SELECT id FROM fts) c
+        JOIN memory_records m ON m.id = c.id
+        LEFT JOIN ann ON ann.id = c.id
+        LEFT JOIN fts ON fts.id = c.id
+    """
+    return [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
+
+
+def rebalance_tiers(conn: sa.Connection, hot_pct: float, warm_pct: float, cold_ttl_days: float) -> dict[str, int]:
+    conn.execute(sa.text(
+        """
+        WITH ranked AS (
+            SELECT id, row_number() OVER (ORDER BY hit_count DESC, last_hit_at DESC NULLS LAST, created_at DESC, id)
+                       AS rn,
+                   count(*) OVER () AS n
+            FROM memory_records WHERE status = 'active'
+        ), target AS (
+            SELECT id, CASE WHEN rn <= ceil(n * :hot / 100.0) THEN 'HOT'
+                            WHEN rn <= ceil(n * (:hot + :warm) / 100.0) THEN 'WARM'
+                            ELSE 'COLD' END AS tier
+            FROM ranked
+        )
+        UPDATE memory_records m SET tier = target.tier, updated_at = now()
+        FROM target WHERE m.id = target.id AND m.tier <> target.tier
+        """), {"hot": hot_pct, "warm": warm_pct})
+    archived = conn.execute(sa.text(
+        "UPDATE memory_records SET status = 'archived', updated_at = now() "
+        "WHERE status = 'active' AND tier = 'COLD' "
+        "AND coalesce(last_hit_at, created_at) < now() - make_interval(secs => :ttl * 86400)"),
+        {"ttl": cold_ttl_days}).rowcount
+    counts = dict(conn.execute(sa.text(
+        "SELECT CASE WHEN status = 'archived' THEN 'ARCHIVED' ELSE tier END AS t, count(*) FROM memory_records "
+        "GROUP BY 1")).all())
+    return {"HOT": counts.get("HOT", 0), "WARM": counts.get("WARM", 0), "COLD": counts.get("COLD", 0),
+            "ARCHIVED": counts.get("ARCHIVED", 0), "archived_now": archived}
+
+
+def memory_counts(conn: sa.Connection) -> dict[str, Any]:
+    rows = conn.execute(sa.text(
+        "SELECT memory_type, tier, status, count(*) AS n FROM memory_records GROUP BY 1, 2, 3")).all()
+    out: dict[str, Any] = {"total": 0, "active": 0, "by_type": {}, "by_tier": {}}
+    for r in rows:
+        out["total"] += r.n
+        if r.status == "active":
+            out["active"] += r.n
+            out["by_type"][r.memory_type] = out["by_type"].get(r.memory_type, 0) + r.n
+            out["by_tier"][r.tier] = out["by_tier"].get(r.tier, 0) + r.n
+    return out
+
+
+def active_ids_after(conn: sa.Connection, after: str, limit: int) -> list[str]:
+    return list(conn.execute(sa.text(
+        "SELECT id FROM memory_records WHERE status = 'active' AND id > :a ORDER BY id LIMIT :n"),
+        {"a": after, "n": limit}).scalars())
+
+
+def embedding_of(conn: sa.Connection, memory_id: str) -> np.ndarray:
+    raw = conn.execute(sa.text("SELECT embedding::text FROM memory_records WHERE id = :id"),
+                       {"id": memory_id}).scalar_one()
+    return np.array([float(x) for x in raw.strip("[]").split(",")], dtype=np.float32)
+
+
+def move_contributions(conn: sa.Connection, from_id: str, to_id: str) -> None:
+    conn.execute(sa.text("UPDATE memory_contributions SET memory_id = :t WHERE memory_id = :f"),
+                 {"t": to_id, "f": from_id})
+
+
+def delete_records(conn: sa.Connection, ids: Sequence[str]) -> int:
+    if not ids:
+        return 0
+    return conn.execute(sa.text("DELETE FROM memory_records WHERE id = ANY(:ids)"), {"ids": list(ids)}).rowcount
+
+
+def segment_ids_for(conn: sa.Connection, *, segment_id: str | None, session_file: str | None,
+                    agent_id: str | None) -> list[str]:
+    ids = {segment_id} if segment_id else set()
+    if session_file or agent_id:
+        where, params = [], {}
+        if session_file:
+            where.append("session_file = :f")
+            params["f"] = session_file
+        if agent_id:
+            where.append("agent_id = :a")
+            params["a"] = agent_id
+        ids |= set(conn.execute(sa.text(f"SELECT id FROM task_segments WHERE {' AND '.join(where)}"),
+                                params).scalars())
+        # memories keep provenance even after their segment row was replaced
+        ids |= set(conn.execute(sa.text(
+            f"SELECT DISTINCT segment_id FROM memory_contributions WHERE segment_id IS NOT NULL AND "
+            f"{' AND '.join(where)}"), params).scalars())
+    return sorted(ids)
+
+
+def memories_from(conn: sa.Connection, *, memory_ids: Sequence[str] | None, segment_ids: Sequence[str],
+                  session_file: str | None, agent_id: str | None) -> tuple[set[str], set[str]]:
+    """(memories to delete outright, memories that received a contribution from the source)."""
+    doomed = set(memory_ids or [])
+    where, params = [], {"segs": list(segment_ids)}
+    if segment_ids:
+        where.append("segment_id = ANY(:segs)")
+    if session_file:
+        where.append("session_file = :f" + (" AND agent_id = :a" if agent_id else ""))
+        params["f"] = session_file
+    elif agent_id:
+        where.append("agent_id = :a")
+    if agent_id:
+        params["a"] = agent_id
+    touched: set[str] = set()
+    if where:
+        cond = " OR ".join(f"({w})" for w in where)
+        touched = set(conn.execute(sa.text(f"SELECT DISTINCT memory_id FROM memory_contributions WHERE {cond}"),
+                                   params).scalars())
+        touched |= set(conn.execute(sa.text(f"SELECT id FROM memory_records WHERE {cond}"), params).scalars())
+    return doomed, touched
+
+
+def delete_contributions(conn: sa.Connection, *, segment_ids: Sequence[str], session_file: str | None,
+                         agent_id: str | None) -> int:
+    where, params = [], {"segs": list(segment_ids)}
+    if segment_ids:
+        where.append("segment_id = ANY(:segs)")
+    if session_file:
+        where.append("session_file = :f" + (" AND agent_id = :a" if agent_id else ""))
+        params["f"] = session_file
+    elif agent_id:
+        where.append("agent_id = :a")
+    if agent_id:
+        params["a"] = agent_id
+    if not where:
+        return 0
+    return conn.execute(sa.text(
+        f"DELETE FROM memory_contributions WHERE {' OR '.join(f'({w})' for w in where)}"), params).rowcount
+
+
+def contributions_of(conn: sa.Connection, memory_id: str) -> list[dict[str, str]]:
+    rows = conn.execute(sa.text(
+        "SELECT content, context, resolution FROM memory_contributions WHERE memory_id = :m ORDER BY id"),
+        {"m": memory_id})
+    return [dict(r._mapping) for r in rows]
+
+
+def replace_body(conn: sa.Connection, memory_id: str, body: dict[str, str], summaries: tuple[str, str],
+                 embedding: np.ndarray) -> None:
+    conn.execute(sa.text(
+        "UPDATE memory_records SET content = :content, context = :context, resolution = :resolution, "
+        "summary_l0 = :l0, overview_l1 = :l1, embedding = CAST(:e AS vector), updated_at = now() WHERE id = :id"),
+        {**body, "l0": summaries[0], "l1": summaries[1], "e": vec(embedding), "id": memory_id})
+
+
+def delete_sessions(conn: sa.Connection, *, segment_ids: Sequence[str], segment_id: str | None,
+                    session_file: str | None, agent_id: str | None) -> dict[str, int]:
+    out = {"segments": 0, "sessions": 0, "raw_uploads": 0}
+    if segment_id and not (session_file or agent_id):
+        out["segments"] = conn.execute(sa.text("DELETE FROM task_segments WHERE id = :s"),
+                                       {"s": segment_id}).rowcount
+        return out
+    if not (session_file or agent_id):
+        return out
+    where, params = [], {}
+    if session_file:
+        where.append("session_file = :f")
+        params["f"] = session_file
+    if agent_id:
+        where.append("agent_id = :a")
+        params["a"] = agent_id
+    cond = " AND ".join(where)
+    out["segments"] = conn.execute(sa.text(f"DELETE FROM task_segments WHERE {cond}"), params).rowcount
+    # parsed messages and parse problems go with their session row (ON DELETE CASCADE)
+    out["sessions"] = conn.execute(sa.text(f"DELETE FROM trajectory_records WHERE {cond}"), params).rowcount
+    raw_cond = cond.replace("session_file", "source_path")
+    out["raw_uploads"] = conn.execute(sa.text(f"DELETE FROM raw_user_uploads WHERE {raw_cond}"), params).rowcount
+    return out
+
+
+def records_for_partition(conn: sa.Connection, partition_key: str) -> list[MemoryRecord]:
+    rows = conn.execute(sa.text(
+        f"SELECT {', '.join('m.' + c.strip() for c in RECORD_COLS.split(','))} FROM memory_records m "
+        "JOIN trajectory_records r ON r.agent_id = m.agent_id AND r.session_file = m.session_file "
+        "WHERE r.partition_key = :k ORDER BY m.created_at"), {"k": partition_key})
+    return [_record(r) for r in rows]

@@ -1,0 +1,222 @@
+"""Embeddings from any OpenAI-compatible ``/embeddings`` endpoint (DashScope, OpenAI, vLLM, Ollama).
+
+Same failure policy as the chat client (:mod:`ultron.llm.client`): the ``openai`` client's
+own retries are off; 429, 5xx, timeouts and dropped connections are retried here with
+exponential backoff (``Retry-After`` honoured), then :class:`LLMUnavailable` is raised.
+Every answer is checked (one vector per input, the expected dimension, finite, non-zero)
+and normalised; an answer that fails the check raises :class:`LLMInvalidAnswer`.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import math
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from ultron.embeddings.base import check_texts
+from ultron.llm.errors import LLMInvalidAnswer, LLMUnavailable
+from ultron.llm.usage import LLMUsage
+
+log = logging.getLogger("ultron.embeddings")
+RETRY_AFTER_CAP_SECONDS = 30.0
+#: Most OpenAI-compatible servers refuse "" as an input; it is sent as this instead.
+EMPTY_INPUT = " "
+#: Longer inputs are cut (endpoints reject inputs over ~8192 tokens; one char <= ~1 token).
+MAX_INPUT_CHARS = 8000
+DIM_PROBE_TEXT = "dimension probe"
+
+
+class OpenAIEmbedder:
+    """The ``openai`` client against an OpenAI-compatible embeddings endpoint.
+
+    ``dim`` may be left out: it is then learned from the first answer (reading ``.dim``
+    before any call sends one short probe request). When ``dim`` is given it is also sent
+    as the ``dimensions`` request field (DashScope text-embedding-v3/v4 and OpenAI
+    text-embedding-3 choose their output size from it); a server that rejects that field
+    is asked again without it, for the rest of this embedder's life.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        model: str,
+        dim: int | None = None,
+        batch_size: int = 64,
+        timeout_seconds: float = 60.0,
+        max_retries: int = 3,
+        retry_base_seconds: float = 1.0,
+        max_input_chars: int = MAX_INPUT_CHARS,
+        usage: LLMUsage | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        import openai
+
+        if batch_size < 1:
+            raise ValueError("batch_size must be positive")
+        if dim is not None and dim < 1:
+            raise ValueError("dim must be positive")
+        self._openai = openai
+        self.model = model
+        self.name = f"openai:{model}"
+        self._dim = dim
+        self._dim_lock = threading.Lock()
+        self.send_dimensions = dim is not None
+        self._dimensions_rejected: str | None = None
+        self.batch_size = batch_size
+        self.max_retries = max_retries
+        self.retry_base_seconds = retry_base_seconds
+        self.max_input_chars = max_input_chars
+        self.usage = usage if usage is not None else LLMUsage()
+        self._sleep = sleep
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_seconds, max_retries=0
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedder(model={self.model!r}, dim={self._dim}, base_url={str(self._client.base_url)!r})"
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self.embed([DIM_PROBE_TEXT])  # learns it (or raises)
+        assert self._dim is not None
+        return self._dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        texts = check_texts(texts)
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        inputs = [(t[: self.max_input_chars] if t.strip() else EMPTY_INPUT) for t in texts]
+        parts = [self._embed_batch(inputs[i:i + self.batch_size]) for i in range(0, len(inputs), self.batch_size)]
+        return np.concatenate(parts, axis=0)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+    # -- one request, with retries --------------------------------------------------------
+
+    def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        openai = self._openai
+        delay = self.retry_base_seconds
+        last = "no request sent"
+        attempt = 0
+        while attempt <= self.max_retries:
+            kwargs: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
+            if self.send_dimensions and self._dim is not None:
+                kwargs["dimensions"] = self._dim
+            try:
+                response = self._client.embeddings.create(**kwargs)
+            except openai.BadRequestError as exc:
+                if "dimensions" in kwargs and "dimension" in str(exc).lower():
+                    log.info("%s does not accept dimensions=%s; continuing without it", self.model, self._dim)
+                    self.send_dimensions = False
+                    self._dimensions_rejected = _short(exc)
+                    continue  # not a retry: the same request, minus dimensions
+                last = f"request rejected (400): {_short(exc)}"
+                break
+            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
+                    openai.APIConnectionError) as exc:
+                last = _describe(exc)
+                wait = _retry_after(exc, delay)
+            except openai.APIStatusError as exc:
+                if exc.status_code >= 500 or exc.status_code == 429:
+                    last = _describe(exc)
+                    wait = _retry_after(exc, delay)
+                else:
+                    last = f"HTTP {exc.status_code}: {_short(exc)}"
+                    break
+            else:
+                u = getattr(response, "usage", None)
+                self.usage.record_call(int(getattr(u, "prompt_tokens", 0) or 0), 0)
+                try:
+                    return self._check(response, len(batch))
+                except LLMInvalidAnswer as exc:
+                    self.usage.record_failure(f"embeddings: {exc}")
+                    raise
+            attempt += 1
+            if attempt > self.max_retries:
+                break
+            self.usage.record_retry()
+            log.warning("embeddings: %s; retry %d/%d in %.2fs", last, attempt, self.max_retries, wait)
+            self._sleep(wait)
+            delay *= 2
+        self.usage.record_failure(f"embeddings: {last}")
+        raise LLMUnavailable(f"embeddings: {self.model} unavailable: {last}")
+
+    def _check(self, response: Any, expected: int) -> np.ndarray:
+        """One finite, non-zero vector of the expected dimension per input, in input order."""
+        data = list(getattr(response, "data", None) or [])
+        if len(data) != expected:
+            raise LLMInvalidAnswer(f"embeddings: {self.model} returned {len(data)} vectors for {expected} inputs")
+        indices = [getattr(item, "index", None) for item in data]
+        if all(isinstance(i, int) for i in indices):
+            if sorted(indices) != list(range(expected)):
+                raise LLMInvalidAnswer(f"embeddings: {self.model} returned indices {indices} for {expected} inputs")
+            data = [item for _, item in sorted(zip(indices, data), key=lambda pair: pair[0])]
+        rows = [_vector(getattr(item, "embedding", None)) for item in data]
+        dims = {len(r) for r in rows}
+        with self._dim_lock:
+            want = self._dim if self._dim is not None else (dims.pop() if len(dims) == 1 else None)
+            if want is None or any(len(r) != want for r in rows):
+                hint = (f" (the server refused dimensions={self._dim}: {self._dimensions_rejected})"
+                        if self._dimensions_rejected else "")
+                raise LLMInvalidAnswer(
+                    f"embeddings: {self.model} returned dimension(s) {sorted({len(r) for r in rows})}, "
+                    f"expected {self._dim if self._dim is not None else 'one common dimension'}{hint}")
+            if want < 1:
+                raise LLMInvalidAnswer(f"embeddings: {self.model} returned empty vectors")
+            matrix = np.vstack(rows)
+            if not np.isfinite(matrix).all():
+                raise LLMInvalidAnswer(f"embeddings: {self.model} returned non-finite numbers")
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            if not (norms > 0).all():
+                raise LLMInvalidAnswer(f"embeddings: {self.model} returned an all-zero vector")
+            if self._dim is None:
+                self._dim = want
+                log.info("embeddings: %s answers with %d dimensions", self.model, want)
+        return (matrix / norms).astype(np.float32)
+
+
+def _vector(raw: Any) -> np.ndarray:
+    """A float vector from a JSON list, or from base64 float32 if a server sent that anyway."""
+    try:
+        if isinstance(raw, str):
+            return np.frombuffer(base64.b64decode(raw), dtype="<f4").astype(np.float64)
+        if not isinstance(raw, (list, tuple)) or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in raw):
+            raise TypeError
+        return np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise LLMInvalidAnswer(f"embeddings: an embedding is not a list of numbers: {_clip(raw)}") from exc
+
+
+def _clip(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _retry_after(exc: Exception, default: float) -> float:
+    response = getattr(exc, "response", None)
+    header = response.headers.get("retry-after") if response is not None else None
+    try:
+        wait = float(header) if header else default
+    except ValueError:
+        return default
+    return min(wait, RETRY_AFTER_CAP_SECONDS) if math.isfinite(wait) and wait >= 0 else default
+
+
+def _describe(exc: Exception) -> str:
+    status = getattr(exc, "status_code", None)
+    kind = type(exc).__name__
+    return f"{kind} (HTTP {status})" if status else kind
+
+
+def _short(exc: Exception) -> str:
+    return str(exc)[:300]

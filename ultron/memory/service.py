@@ -1,0 +1,397 @@
+"""MemoryService: upload (redact → classify → embed → dedup/merge or insert), hybrid
+search, details, tier rebalance, consolidation and forget.
+
+The seed's order is kept exactly in ``upload_memory``. Near duplicates are found
+through the HNSW index inside a per-type advisory lock, so two concurrent uploads
+of the same memory end as one row and one contribution, never two rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+import numpy as np
+
+from ultron.db import memories as store
+from ultron.db.database import Database
+from ultron.db.memories import MemoryRecord
+from ultron.llm.errors import LLMError
+from ultron.llm.providers import LLMProvider, build_provider
+from ultron.llm.tokens import truncate_to_tokens
+from ultron.settings import Settings
+
+log = logging.getLogger("ultron.memory")
+L0_TOKENS = 64
+L1_TOKENS = 256
+RRF_K = 60
+TIER_BOOST = {"HOT": 1.2, "WARM": 1.0, "COLD": 0.8}
+DETAIL_LEVELS = ("l0", "l1")
+
+
+class EmbeddingProfileMismatch(RuntimeError):
+    """The store's vectors were built by another embedder; mixing spaces would corrupt search."""
+
+
+@dataclass
+class Provenance:
+    agent_id: str | None = None
+    segment_id: str | None = None
+    session_file: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+
+
+@dataclass
+class UploadResult:
+    record: MemoryRecord
+    action: str  # inserted | merged
+    similarity: float | None = None
+    merge_pending: bool = False
+
+
+@dataclass
+class SearchResult:
+    record: MemoryRecord
+    similarity_score: float
+    score: float
+    matched: list[str] = field(default_factory=list)  # "vector", "text"
+
+    def to_dict(self, detail_level: str = "l1") -> dict[str, Any]:
+        return {**self.record.to_dict(detail_level), "similarity_score": round(self.similarity_score, 4),
+                "score": round(self.score, 6), "matched": self.matched}
+
+
+class MemoryService:
+    def __init__(self, db: Database, settings: Settings, *, provider: LLMProvider | None = None,
+                 embedder=None, redactor=None) -> None:
+        self.db = db
+        self.settings = settings
+        self._provider = provider
+        self._embedder = embedder
+        self._redactor = redactor
+        self._profile_checked = False
+
+    # -- collaborators (lazy: building them is slow) -----------------------------------------
+
+    @property
+    def provider(self) -> LLMProvider:
+        if self._provider is None:
+            self._provider = build_provider(self.settings)
+        return self._provider
+
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from ultron.embeddings import build_embedder
+
+            self._embedder = build_embedder(self.settings)
+        return self._embedder
+
+    @property
+    def redactor(self):
+        if self._redactor is None:
+            from ultron.redaction import get_redactor
+
+            self._redactor = get_redactor()
+        return self._redactor
+
+    def check_embedding_profile(self) -> None:
+        """Refuse to mix vector spaces: the first embedder to write owns the store."""
+        if self._profile_checked:
+            return
+        name, dim = self.embedder.name, self.embedder.dim
+        with self.db.engine.begin() as conn:
+            column = store.column_dim(conn)
+            if dim != column:
+                raise EmbeddingProfileMismatch(
+                    f"embedder {name} gives {dim}-d vectors but memory_records.embedding holds {column}-d; "
+                    f"use a {column}-d embedder (for an OpenAI-compatible one, a model that accepts "
+                    f"dimensions={column}, e.g. text-embedding-3-small)")
+            conn.execute(store.sa.text("LOCK TABLE embedding_profile IN EXCLUSIVE MODE"))
+            profile = store.get_profile(conn)
+            if profile is None:
+                store.set_profile(conn, name, dim)
+            elif profile != (name, dim):
+                raise EmbeddingProfileMismatch(
+                    f"the memory store was embedded with {profile[0]} ({profile[1]}-d) but this process uses "
+                    f"{name} ({dim}-d); vector spaces are never mixed. Set ULTRON_EMBEDDING_PROVIDER/"
+                    f"ULTRON_EMBEDDING_MODEL back to {profile[0]}, or start a new store (another ULTRON_HOME or "
+                    f"ULTRON_DATABASE_URL) for the new embedder.")
+        self._profile_checked = True
+
+    # -- upload ------------------------------------------------------------------------------
+
+    def upload_memory(self, content: str, context: str = "", resolution: str = "", tags: Sequence[str] | None = None,
+                      *, provenance: Provenance | None = None, kind: str | None = None,
+                      tools_used: Sequence[str] | None = None, confidence: float | None = None,
+                      conn=None) -> UploadResult:
+        """Redact, classify, embed, then merge into a near duplicate of the same type or insert (WARM, active).
+
+        Pass ``conn`` to make the upload part of a larger transaction (segment extraction
+        is all-or-nothing per segment)."""
+        if not content or not content.strip():
+            raise ValueError("content must not be empty")
+        prov = provenance or Provenance()
+        body = {k: self.redactor.redact(v or "") for k, v in
+                (("content", content), ("context", context), ("resolution", resolution))}
+        tags = sorted({self.redactor.redact(t.strip().lower()) for t in (tags or []) if t and t.strip()})
+        memory_type = self._classify(body, tags)
+        self.check_embedding_profile()
+        embedding = self._embed(body)
+        if conn is not None:
+            return self._store(conn, memory_type, body, tags, embedding, prov, kind, tools_used, confidence)
+        with self.db.engine.begin() as own:
+            return self._store(own, memory_type, body, tags, embedding, prov, kind, tools_used, confidence)
+
+    def _store(self, conn, memory_type: str, body: dict[str, str], tags: list[str], embedding: np.ndarray,
+               prov: Provenance, kind: str | None, tools_used: Sequence[str] | None,
+               confidence: float | None) -> UploadResult:
+        store.set_ef_search(conn, self.settings.hnsw_ef_search)
+        store.lock_type(conn, memory_type)
+        for candidate, sim in store.nearest_of_type(conn, memory_type, embedding, k=3):
+            if sim >= self.settings.dedup_similarity_threshold or (
+                    sim >= self.settings.dedup_soft_threshold and self._same(candidate, body)):
+                return self._merge(conn, candidate, sim, body, tags, prov)
+        l0, l1 = self._summaries(body)
+        record = MemoryRecord(
+            id="", memory_type=memory_type, tags=tags, summary_l0=l0, overview_l1=l1, kind=kind,
+            tools_used=list(tools_used or []), confidence=confidence, agent_id=prov.agent_id,
+            segment_id=prov.segment_id, session_file=prov.session_file, start_line=prov.start_line,
+            end_line=prov.end_line, **body)
+        store.insert_record(conn, record, embedding)
+        # The first body is a contribution too: forget() can rebuild a memory from what remains.
+        store.add_contribution(conn, record.id, body["content"], body["context"], body["resolution"], None,
+                               prov.agent_id, prov.segment_id, prov.session_file)
+        return UploadResult(record, "inserted")
+
+    def prepare(self, candidate: dict[str, Any]) -> tuple[str, dict[str, str], list[str], np.ndarray]:
+        """Redact, classify and embed a candidate outside any transaction (slow work first)."""
+        body = {k: self.redactor.redact(candidate.get(k) or "") for k in ("content", "context", "resolution")}
+        tags = sorted({self.redactor.redact(str(t).strip().lower()) for t in candidate.get("tags") or [] if t})
+        # Server-side extraction already read the type off the evidence (an error fixed, a
+        # correction, ...); otherwise classify like any upload.
+        memory_type = candidate.get("type_hint") or self._classify(body, tags)
+        self.check_embedding_profile()
+        return memory_type, body, tags, self._embed(body)
+
+    def _merge(self, conn, candidate: MemoryRecord, sim: float, body: dict[str, str], tags: list[str],
+               prov: Provenance) -> UploadResult:
+        store.add_contribution(conn, candidate.id, body["content"], body["context"], body["resolution"], sim,
+                               prov.agent_id, prov.segment_id, prov.session_file)
+        merged_tags = sorted(set(candidate.tags) | set(tags))
+        existing = {"content": candidate.content, "context": candidate.context, "resolution": candidate.resolution}
+        new_body, pending = None, False
+        try:
+            merged = self.provider.merge_memories(existing, body)
+            if merged != existing:
+                new_body = merged
+        except LLMError as exc:  # keep the text; the next duplicate retries the merge
+            log.warning("memory %s: merge postponed: %s", candidate.id[:8], exc)
+            pending = True
+        summaries = embedding = None
+        if new_body is not None:
+            summaries = self._summaries(new_body)
+            embedding = self._embed(new_body)
+        store.update_after_merge(conn, candidate.id, tags=merged_tags, body=new_body, summaries=summaries,
+                                 embedding=embedding, merge_pending=pending)
+        [record] = store.get_records(conn, [candidate.id])
+        return UploadResult(record, "merged", sim, pending)
+
+    def _classify(self, body: dict[str, str], tags: list[str]) -> str:
+        try:
+            return self.provider.classify_memory(body["content"], body["context"], body["resolution"], tags)
+        except LLMError as exc:
+            from ultron.memory import rules
+
+            log.warning("memory type by rules (LLM unavailable: %s)", exc)
+            return rules.classify_memory_type(body["content"], body["context"], body["resolution"], tags)
+
+    def _summaries(self, body: dict[str, str]) -> tuple[str, str]:
+        try:
+            l0, l1 = self.provider.summarize(body["content"], body["context"], body["resolution"])
+        except LLMError as exc:
+            from ultron.memory import rules
+
+            log.warning("summaries by rules (LLM unavailable: %s)", exc)
+            l0 = rules.summarize_l0(body["content"], body["context"], body["resolution"])
+            l1 = rules.overview_l1(body["content"], body["context"], body["resolution"])
+        return truncate_to_tokens(l0, L0_TOKENS), truncate_to_tokens(l1, L1_TOKENS)
+
+    def _same(self, candidate: MemoryRecord, body: dict[str, str]) -> bool:
+        existing = {"content": candidate.content, "context": candidate.context, "resolution": candidate.resolution}
+        try:
+            return self.provider.same_memory(existing, body)
+        except LLMError:
+            from ultron.memory import rules
+
+            return rules.is_same_memory(existing, body)
+
+    def _embed(self, body: dict[str, str]) -> np.ndarray:
+        return self.embedder.embed_one(embedding_text(body))
+
+    # -- search --------------------------------------------------------------------------------
+
+    def search_memories(self, query: str, detail_level: str = "l1", limit: int = 10, tier: str | None = None,
+                        tags: Sequence[str] | None = None, agent_id: str | None = None) -> list[SearchResult]:
+        """Hybrid search: HNSW ANN + full text, fused by reciprocal rank, then tier boost and time decay."""
+        if detail_level not in DETAIL_LEVELS:
+            raise ValueError("detail_level must be 'l0' or 'l1' (use get_memory_details for full text)")
+        if not query or not query.strip() or limit <= 0:
+            return []
+        self.check_embedding_profile()
+        q = self.embedder.embed_one(query)
+        k = max(limit * 4, 40)
+        with self.db.engine.begin() as conn:
+            store.set_ef_search(conn, max(self.settings.hnsw_ef_search, k))
+            candidates = store.hybrid_candidates(conn, q, query, k=k, tier=tier, tags=tags, agent_id=agent_id)
+            ranked = rank_candidates(candidates, self.settings, limit)
+            records = {r.id: r for r in store.get_records(conn, [c["id"] for c in ranked], include_archived=False)}
+            store.add_hits(conn, list(records), 1)
+        out = []
+        for c in ranked:
+            rec = records.get(c["id"])
+            if rec is not None:
+                rec.hit_count += 1
+                out.append(SearchResult(rec, float(c["similarity"]), c["score"], c["matched"]))
+        return out
+
+    def get_memory_details(self, ids: Sequence[str]) -> list[MemoryRecord]:
+        """Full records; an explicit fetch is the strongest adoption signal (+2 hits)."""
+        with self.db.engine.begin() as conn:
+            store.add_hits(conn, list(ids), 2)
+            return store.get_records(conn, list(ids))
+
+    # -- maintenance ---------------------------------------------------------------------------
+
+    def run_tier_rebalance(self) -> dict[str, int]:
+        s = self.settings
+        with self.db.engine.begin() as conn:
+            return store.rebalance_tiers(conn, s.hot_percentile, s.warm_percentile, s.cold_ttl_days)
+
+    def consolidate(self, max_merges: int = 100, batch_size: int = 500) -> dict[str, int]:
+        """Merge near-duplicate pairs already in the store (same type, cosine >= the dedup
+        threshold), batch-wise, each pair found through the HNSW index. The older record
+        absorbs the newer one: contributions, hits and tags move over, bodies are merged."""
+        merged = examined = 0
+        after = ""
+        while merged < max_merges:
+            with self.db.engine.connect() as conn:
+                batch = store.active_ids_after(conn, after, batch_size)
+            if not batch:
+                break
+            for memory_id in batch:
+                after = memory_id
+                if merged >= max_merges:
+                    break
+                with self.db.engine.begin() as conn:
+                    store.set_ef_search(conn, self.settings.hnsw_ef_search)
+                    [rec] = store.get_records(conn, [memory_id]) or [None]
+                    if rec is None or rec.status != "active":
+                        continue
+                    examined += 1
+                    store.lock_type(conn, rec.memory_type)
+                    emb = store.embedding_of(conn, rec.id)
+                    for other, sim in store.nearest_of_type(conn, rec.memory_type, emb, k=2):
+                        if other.id == rec.id or sim < self.settings.dedup_similarity_threshold:
+                            continue
+                        keep, drop = sorted((rec, other), key=lambda r: (r.created_at, r.id))
+                        self._absorb(conn, keep, drop, sim)
+                        merged += 1
+                        break
+        return {"examined": examined, "merged": merged}
+
+    def _absorb(self, conn, keep: MemoryRecord, drop: MemoryRecord, sim: float) -> None:
+        body = {"content": drop.content, "context": drop.context, "resolution": drop.resolution}
+        existing = {"content": keep.content, "context": keep.context, "resolution": keep.resolution}
+        store.move_contributions(conn, drop.id, keep.id)
+        try:
+            merged = self.provider.merge_memories(existing, body)
+        except LLMError:
+            merged = existing
+        new_body = merged if merged != existing else None
+        store.update_after_merge(
+            conn, keep.id, tags=sorted(set(keep.tags) | set(drop.tags)), body=new_body,
+            summaries=self._summaries(new_body) if new_body else None,
+            embedding=self._embed(new_body) if new_body else None, merge_pending=False)
+        store.add_hits(conn, [keep.id], drop.hit_count)
+        store.delete_records(conn, [drop.id])
+
+    # -- forget ----------------------------------------------------------------------------------
+
+    def forget(self, memory_ids: Sequence[str] | None = None, segment_id: str | None = None,
+               session_file: str | None = None, agent_id: str | None = None) -> dict[str, int]:
+        """Delete everything derived from the given memories / segment / session file / agent.
+
+        Memories that only came from the forgotten source are deleted; a memory that also
+        holds other sources' contributions is rebuilt from those (merged again,
+        re-embedded), so none of the forgotten text survives in a merged body. For a
+        session file or an agent, the session rows, parsed messages, segments and raw
+        uploads go too.
+        """
+        if not any((memory_ids, segment_id, session_file, agent_id)):
+            raise ValueError("say what to forget: memory_ids, segment_id, session_file or agent_id")
+        counts: dict[str, int] = {}
+        with self.db.engine.begin() as conn:
+            segment_ids = store.segment_ids_for(conn, segment_id=segment_id, session_file=session_file,
+                                                agent_id=agent_id)
+            doomed, touched = store.memories_from(conn, memory_ids=memory_ids, segment_ids=segment_ids,
+                                                  session_file=session_file, agent_id=agent_id)
+            counts["contributions"] = store.delete_contributions(conn, segment_ids=segment_ids,
+                                                                 session_file=session_file, agent_id=agent_id)
+            rebuilt = 0
+            for memory_id in touched - doomed:
+                remaining = store.contributions_of(conn, memory_id)
+                if not remaining:
+                    doomed.add(memory_id)
+                    continue
+                body = remaining[0]
+                for extra in remaining[1:]:
+                    try:
+                        body = self.provider.merge_memories(body, extra)
+                    except LLMError:
+                        from ultron.memory import rules
+
+                        body = rules.merge_bodies(body, extra)
+                store.replace_body(conn, memory_id, body, self._summaries(body), self._embed(body))
+                rebuilt += 1
+            counts["memories_deleted"] = store.delete_records(conn, sorted(doomed))
+            counts["memories_rebuilt"] = rebuilt
+            counts.update(store.delete_sessions(conn, segment_ids=segment_ids, segment_id=segment_id,
+                                                session_file=session_file, agent_id=agent_id))
+        return counts
+
+    def records_for_partition(self, partition_key: str) -> list[MemoryRecord]:
+        with self.db.engine.connect() as conn:
+            return store.records_for_partition(conn, partition_key)
+
+    def stats(self) -> dict[str, Any]:
+        with self.db.engine.connect() as conn:
+            return store.memory_counts(conn)
+
+
+def embedding_text(body: dict[str, str]) -> str:
+    return "\n".join(v for v in (body.get("content"), body.get("context"), body.get("resolution")) if v)
+
+
+def rank_candidates(candidates: list[dict[str, Any]], settings: Settings, limit: int) -> list[dict[str, Any]]:
+    """Reciprocal-rank fusion of the two lists, then tier boost and time decay; the
+    similarity floor drops rows that are neither close in meaning nor a text match."""
+    now = datetime.now(timezone.utc)
+    out = []
+    for c in candidates:
+        sim = float(c["similarity"]) if c["similarity"] is not None else 0.0
+        matched = [name for name, key in (("vector", "ann_rank"), ("text", "fts_rank")) if c[key] is not None]
+        if sim < settings.search_min_score and "text" not in matched:
+            continue
+        rrf = sum(1.0 / (RRF_K + c[key]) for key in ("ann_rank", "fts_rank") if c[key] is not None)
+        last = c["last_hit_at"] or c["created_at"]
+        days = max(0.0, (now - last).total_seconds() / 86400.0) if last else 0.0
+        w = settings.time_decay_weight
+        decay = 1 - w + w * math.exp(-settings.decay_alpha * days)
+        out.append({**c, "score": rrf * TIER_BOOST.get(c["tier"], 1.0) * decay, "matched": matched})
+    out.sort(key=lambda c: (-c["score"], -float(c["similarity"] or 0), c["id"]))
+    return out[:limit]

@@ -1,0 +1,70 @@
+"""memories (per session partition, from its good segments) and tiers (the whole store)."""
+
+import collections
+
+import dagster as dg
+
+from resources.database import UltronResource
+from resources.llm import LLMResource
+from ultron_assets.partitions import session_partitions
+from ultron_assets.trajectory import llm_metadata, quality_metrics
+
+
+@dg.asset(
+    partitions_def=session_partitions,
+    deps=[quality_metrics],
+    group_name="memory_hub",
+    kinds={"postgres", "pgvector"},
+    description="Memories extracted from the session's memory-eligible segments: redacted, typed, embedded, "
+                "deduplicated (merged into near duplicates) and summarised.",
+    check_specs=[dg.AssetCheckSpec("memories_redacted", asset="memories",
+                                   description="Redacting the stored memories again changes nothing.")],
+)
+def memories(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource) -> dg.MaterializeResult:
+    service = ultron.trajectory_service(llm)
+    results = service.extract_memories_from_segments(batch_size=10_000, partition_key=context.partition_key)
+    for r in results:
+        if r.status == "pending":
+            context.log.warning(f"segment {r.segment_id[:8]}: extraction pending: {r.reason}")
+    records = service.memory.records_for_partition(context.partition_key)
+    leaks = [m.id for m in records if any(service.memory.redactor.redact(v) != v
+                                          for v in (m.content, m.context, m.resolution))]
+    types = collections.Counter(m.memory_type for m in records)
+    return dg.MaterializeResult(
+        metadata={
+            "segments_extracted": sum(1 for r in results if r.status == "extracted"),
+            "segments_pending": sum(1 for r in results if r.status == "pending"),
+            "inserted": sum(r.inserted for r in results),
+            "merged": sum(r.merged for r in results),
+            "dropped_low_confidence": sum(r.dropped_low_confidence for r in results),
+            "memories_from_this_session": len(records),
+            "memory_types": dg.MetadataValue.json(dict(types)),
+            "preview": dg.MetadataValue.md("\n".join(
+                f"- **{m.memory_type}** ({m.tier}) {m.summary_l0}" for m in records[:20]) or "(none)"),
+            **llm_metadata(service.usage, service.provider.name),
+        },
+        check_results=[dg.AssetCheckResult(check_name="memories_redacted", passed=not leaks,
+                                           metadata={"unredacted": dg.MetadataValue.json(leaks[:20])})],
+    )
+
+
+def tier_chart(counts: dict[str, int]) -> str:
+    total = max(1, sum(counts[t] for t in ("HOT", "WARM", "COLD", "ARCHIVED")))
+    rows = [f"| {t} | {counts[t]} | {'█' * round(40 * counts[t] / total)} |" for t in ("HOT", "WARM", "COLD", "ARCHIVED")]
+    return "| tier | memories | |\n|---|---:|---|\n" + "\n".join(rows)
+
+
+@dg.asset(
+    deps=[memories],
+    group_name="memory_hub",
+    kinds={"postgres"},
+    description="Tier rebalance: top ULTRON_HOT_PERCENTILE by hits are HOT, the next ULTRON_WARM_PERCENTILE WARM, "
+                "the rest COLD; COLD rows unused for ULTRON_COLD_TTL_DAYS are archived.",
+)
+def tiers(context: dg.AssetExecutionContext, ultron: UltronResource) -> dg.MaterializeResult:
+    counts = ultron.client().memory.run_tier_rebalance()
+    context.log.info(f"tiers: {counts}")
+    return dg.MaterializeResult(metadata={
+        **{k.lower(): v for k, v in counts.items()},
+        "distribution": dg.MetadataValue.md(tier_chart(counts)),
+    })
