@@ -175,9 +175,30 @@ def _dev(settings: Settings, args: argparse.Namespace) -> int:
     # and an ignored signal would be inherited by dagster dev, which then never stops.
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
-    proc = subprocess.Popen(cmd, env=env, cwd=str(PROJECT_ROOT))
+    # Its own process group, so whatever it leaves behind (code servers) can be cleaned up.
+    proc = subprocess.Popen(cmd, env=env, cwd=str(PROJECT_ROOT), start_new_session=True)
     children.append(proc)
-    return proc.wait()
+    code = proc.wait()
+    _stop_group(proc.pid)
+    return code
+
+
+def _stop_group(pgid: int, grace_seconds: float = 10.0) -> None:
+    """Terminate what is left of a process group: SIGTERM, then SIGKILL after a grace period."""
+    import time
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace_seconds
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
 
 
 if __name__ == "__main__":

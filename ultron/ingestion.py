@@ -15,11 +15,12 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ultron.db import sessions as store
 from ultron.db.database import Database
 from ultron.sessions.discovery import expand_paths, inbox_agent_id, partition_key, scan_inbox, validate_agent_id
+from ultron.sessions.messages import Message
 from ultron.sessions.parsing import FileRejected, Problem, SessionParser
 from ultron.settings import Settings
 
@@ -81,6 +82,16 @@ class IngestService:
     def __init__(self, db: Database, settings: Settings) -> None:
         self.db = db
         self.settings = settings
+        self._redactor = None
+
+    @property
+    def redactor(self):
+        """Parsed messages are stored redacted; only the raw archive keeps the original bytes."""
+        if self._redactor is None:
+            from ultron.redaction import get_redactor
+
+            self._redactor = get_redactor()
+        return self._redactor
 
     def ingest(self, paths: Iterable[str | os.PathLike[str]] | str, agent_id: str) -> IngestReport:
         validate_agent_id(agent_id)
@@ -175,7 +186,7 @@ class IngestService:
                 max_line_bytes=self.settings.max_line_bytes, max_problems=self.settings.max_problems_per_file
             )
             with open(path, "rb") as fh:
-                count = store.copy_messages(conn, record_id, parser.messages(fh))
+                count = store.copy_messages(conn, record_id, redacted(parser.messages(fh), self.redactor))
             problems = parser.finish_problems()
             report.problems = problems
             if count == 0 and parser.stats.problem_total > 0:
@@ -213,6 +224,19 @@ class IngestService:
 class _NothingUsable(Exception):
     def __str__(self) -> str:
         return "no usable message in the file; see the line problems"
+
+
+def redacted(messages: Iterable[Message], redactor) -> Iterator[Message]:
+    for msg in messages:
+        if msg.content:
+            msg.content = redactor.redact(msg.content)
+        if msg.reasoning_content:
+            msg.reasoning_content = redactor.redact(msg.reasoning_content)
+        for call in msg.tool_calls or []:
+            fn = call.get("function") or {}
+            if isinstance(fn.get("arguments"), str) and fn["arguments"]:
+                fn["arguments"] = redactor.redact(fn["arguments"])
+        yield msg
 
 
 def _sha256_file(path: Path) -> str:

@@ -100,3 +100,29 @@ def test_an_llm_outage_leaves_work_pending_for_maintenance(client, dagster_insta
         judged = conn.execute(sa.text("SELECT quality_metrics FROM task_segments")).scalars().all()
     assert topics == ["csv", "docker"]
     assert all('"judge_used": true' in j for j in judged)
+
+
+def test_memories_and_tiers_assets(client, dagster_instance, tmp_path):
+    from tests.storage.test_memory_storage import _good_session
+    from ultron_assets.memories import memories, tiers
+
+    f = _good_session(tmp_path, "asset-good.jsonl")
+    key = partition_key("mem-agent", f)
+    first = materialize(dagster_instance, key, assets=(raw_sessions, task_segments, quality_metrics))
+    assert first.success
+    with client.db.engine.begin() as conn:  # this test is about extraction, not about the score
+        conn.execute(sa.text("UPDATE task_segments SET quality_metrics = jsonb_set(CAST(quality_metrics AS jsonb), "
+                             "'{summary,overall_score}', '0.95')::text"))
+    result = materialize(dagster_instance, key, assets=(memories,))
+    assert result.success
+    md = mat(result, "memories")
+    assert md["segments_extracted"].value == 1 and md["inserted"].value >= 2
+    assert md["memories_from_this_session"].value == md["inserted"].value
+    assert checks(result)["memories_redacted"].passed
+    again = materialize(dagster_instance, key, assets=(memories,))
+    assert mat(again, "memories")["inserted"].value == 0  # extracted once
+    t = dg.materialize([tiers], instance=dagster_instance,
+                       resources={"ultron": UltronResource(home=str(TEST_HOME)), "llm": LLMResource()})
+    tmd = t.asset_materializations_for_node("tiers")[0].metadata
+    assert tmd["warm"].value + tmd["hot"].value + tmd["cold"].value == md["inserted"].value
+    assert "| HOT |" in tmd["distribution"].value

@@ -205,3 +205,107 @@ def test_ingest_text_uploads_memories_and_archives_once(client):
     client.ingest_text(text)
     assert scalar(client, "SELECT count(*) FROM raw_user_uploads WHERE kind = 'ingest_text'") == 1
     assert scalar(client, "SELECT count(*) FROM trajectory_records") == 0
+
+
+def _good_session(tmp_path, name="good.jsonl"):
+    return write_jsonl(tmp_path / name, [
+        {"role": "user", "content": "The deploy script fails, please fix it. I prefer bash over python for scripts."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "Bash", "arguments": json.dumps({"command": "./deploy.sh"})}}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "error",
+         "content": "Error: permission denied: ./deploy.sh"},
+        {"role": "assistant", "content": "The script is not executable; I will add the execute bit.", "tool_calls": [
+            {"id": "c2", "type": "function", "function": {"name": "Bash", "arguments": json.dumps({"command": "chmod +x deploy.sh"})}}]},
+        {"role": "tool", "tool_call_id": "c2", "content": ""},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c3", "type": "function", "function": {"name": "Bash", "arguments": json.dumps({"command": "./deploy.sh"})}}]},
+        {"role": "tool", "tool_call_id": "c3", "content": "deployed successfully"},
+        {"role": "assistant", "content": "Fixed: deploy.sh lacked the execute permission; after chmod +x it deploys."},
+        {"role": "user", "content": "Thanks, it works now!"},
+    ])
+
+
+def _extractable(client, f):
+    client.ingest([f], "agent")
+    svc = client.trajectory_service
+    svc.segment_pending_sessions()
+    svc.label_pending_segments()
+    with client.db.engine.begin() as conn:  # make the scorer's verdict irrelevant to this test
+        conn.execute(sa.text("UPDATE task_segments SET quality_metrics = jsonb_set(CAST(quality_metrics AS jsonb), "
+                             "'{summary,overall_score}', '0.95')::text"))
+    return svc
+
+
+def test_extraction_is_tagged_once_only_and_all_or_nothing(client, tmp_path):
+    svc = _extractable(client, _good_session(tmp_path))
+    # A constraint that fails the second memory of the segment simulates a crash mid-segment.
+    with client.db.engine.begin() as conn:
+        conn.execute(sa.text("CREATE FUNCTION fail_second() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                             "IF (SELECT count(*) FROM memory_records) >= 1 THEN RAISE EXCEPTION 'crash'; END IF; "
+                             "RETURN NEW; END $$; CREATE TRIGGER fail_second BEFORE INSERT ON memory_records "
+                             "FOR EACH ROW EXECUTE FUNCTION fail_second();"))
+    try:
+        with pytest.raises(Exception, match="crash"):
+            svc.extract_memories_from_segments()
+    finally:
+        with client.db.engine.begin() as conn:
+            conn.execute(sa.text("DROP TRIGGER fail_second ON memory_records; DROP FUNCTION fail_second();"))
+    assert scalar(client, "SELECT count(*) FROM memory_records") == 0
+    assert scalar(client, "SELECT memory_extracted FROM task_segments") == 0
+    [done] = svc.extract_memories_from_segments()
+    assert done.status == "extracted" and done.inserted >= 2
+    assert svc.extract_memories_from_segments() == []  # processed once
+    seg_id = scalar(client, "SELECT id FROM task_segments")
+    with client.db.engine.connect() as conn:
+        tags = conn.execute(sa.text("SELECT tags FROM memory_records")).scalars().all()
+        kinds = conn.execute(sa.text("SELECT memory_type FROM memory_records")).scalars().all()
+    for t in tags:
+        assert {"trajectory", f"segment:{seg_id[:8]}", "agent:agent"} <= set(t)
+        assert any(x.startswith("type:") for x in t)
+    assert {"error", "security"} & set(kinds) and "preference" in kinds  # permission errors read as security
+
+
+PLANTED = {
+    "openai": "sk-proj-Q1w2E3r4T5y6U7i8O9p0AaSsDdFfGgHhJj",
+    "github": "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "aws": "AKIAIOSFODNN7EXAMPLQ",
+    "email": "mia.li.planted@example.org",
+    "cn_mobile": "13912345678",
+    "uuid": "3f2b8c1e-9d4a-4e7b-8c2d-1a2b3c4d5e6f",
+    "password": "hunter2-Planted!",
+}
+
+
+def test_planted_secrets_never_reach_the_database_outside_the_raw_archive(client, tmp_path):
+    f = write_jsonl(tmp_path / "secrets.jsonl", [
+        {"role": "user", "content": f"Deploy fails. My key is {PLANTED['openai']} and token {PLANTED['github']}; "
+                                    f"mail {PLANTED['email']} or call {PLANTED['cn_mobile']}. I prefer bash."},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "Bash", "arguments": json.dumps({"command": f"AWS_ACCESS_KEY_ID={PLANTED['aws']} ./deploy.sh"})}}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "error",
+         "content": f"Error: login failed for password={PLANTED['password']} run {PLANTED['uuid']}"},
+        {"role": "assistant", "content": "Retrying with the right role.", "tool_calls": [{"id": "c2", "type": "function",
+            "function": {"name": "Bash", "arguments": json.dumps({"command": "./deploy.sh --role deployer"})}}]},
+        {"role": "tool", "tool_call_id": "c2", "content": "deployed successfully"},
+        {"role": "assistant", "content": "Fixed: the deploy needed --role deployer."},
+        {"role": "user", "content": "Thanks, it works!"},
+    ])
+    svc = _extractable(client, f)
+    svc.extract_memories_from_segments()
+    client.ingest_text(f"Note: the staging key {PLANTED['openai']} must be rotated; contact {PLANTED['email']}.")
+    assert scalar(client, "SELECT count(*) FROM memory_records") >= 1
+    for kind, secret in PLANTED.items():
+        with client.db.engine.connect() as conn:
+            raw = conn.execute(sa.text("SELECT count(*) FROM raw_user_uploads WHERE position(:s in "
+                                       "convert_from(content, 'UTF8')) > 0"), {"s": secret}).scalar_one()
+        assert raw >= 1, kind  # the raw archive keeps the original bytes, as the seed says
+        assert _occurrences_outside_raw(client, secret) == 0, kind
+
+
+def _occurrences_outside_raw(client, needle: str) -> int:
+    with client.db.engine.connect() as conn:
+        tables = conn.execute(sa.text(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' "
+            "AND table_type = 'BASE TABLE' AND table_name <> 'raw_user_uploads'")).scalars().all()
+        return sum(conn.execute(sa.text(f"SELECT count(*) FROM \"{t}\" x WHERE position(:n in x::text) > 0"),
+                                {"n": needle}).scalar_one() for t in tables)
