@@ -21,6 +21,8 @@ RECORD_COLS = (
     "created_at, updated_at"
 )
 
+RECORD_FIELDS = tuple(c.strip() for c in RECORD_COLS.split(","))
+
 
 @dataclass
 class MemoryRecord:
@@ -104,9 +106,8 @@ def lock_type(conn: sa.Connection, memory_type: str) -> None:
 
 
 def set_ef_search(conn: sa.Connection, ef: int) -> None:
-    conn.execute(sa.text(f"SET LOCAL hnsw.ef_search = {int(ef)}"))
     # Filters (type, status, tier, tags) are applied while walking the graph, not after it.
-    conn.execute(sa.text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+    conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(ef)}; SET LOCAL hnsw.iterative_scan = relaxed_order")
 
 
 def nearest_of_type(conn: sa.Connection, memory_type: str, embedding: np.ndarray, k: int = 3
@@ -195,7 +196,7 @@ def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, query_text: st
     most 2k rows, so the work does not grow with the store.
     """
     where = ["status = 'active'"]
-    params: dict[str, Any] = {"q": vec(embedding), "text": query_text, "k": k}
+    params: dict[str, Any] = {"q": vec(embedding), "text": query_text, "k": k, "fts_pool": k * 10}
     if tier:
         where.append("tier = :tier")
         params["tier"] = tier.upper()
@@ -213,13 +214,16 @@ def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, query_text: st
                   ORDER BY dist LIMIT :k) a
         ),
         fts AS (
+            -- The GIN index finds matches; ranking is bounded to the first :fts_pool of them,
+            -- so a query matching half the store costs no more than one matching a few rows.
             SELECT id, row_number() OVER (ORDER BY rank DESC) AS fts_rank
             FROM (SELECT id, ts_rank_cd(search_tsv, query) AS rank
-                  FROM memory_records, websearch_to_tsquery('english', :text) AS query
-                  WHERE {cond} AND search_tsv @@ query
+                  FROM (SELECT id, search_tsv FROM memory_records, websearch_to_tsquery('english', :text) AS q0
+                        WHERE {cond} AND search_tsv @@ q0 LIMIT :fts_pool) pool,
+                       websearch_to_tsquery('english', :text) AS query
                   ORDER BY rank DESC LIMIT :k) f
         )
-        SELECT m.id, ann.ann_rank, fts.fts_rank, m.tier, m.last_hit_at, m.created_at,
+        SELECT {', '.join('m.' + c.strip() for c in RECORD_COLS.split(','))}, ann.ann_rank, fts.fts_rank,
                1 - (m.embedding <=> CAST(:q AS vector)) AS similarity
         FROM (SELECT id FROM ann UNION SELECT id FROM fts) c
         JOIN memory_records m ON m.id = c.id

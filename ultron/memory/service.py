@@ -249,14 +249,13 @@ class MemoryService:
             store.set_ef_search(conn, max(self.settings.hnsw_ef_search, k))
             candidates = store.hybrid_candidates(conn, q, query, k=k, tier=tier, tags=tags, agent_id=agent_id)
             ranked = rank_candidates(candidates, self.settings, limit)
-            records = {r.id: r for r in store.get_records(conn, [c["id"] for c in ranked], include_archived=False)}
-            store.add_hits(conn, list(records), 1)
+            store.add_hits(conn, [c["id"] for c in ranked], 1)
         out = []
         for c in ranked:
-            rec = records.get(c["id"])
-            if rec is not None:
-                rec.hit_count += 1
-                out.append(SearchResult(rec, float(c["similarity"]), c["score"], c["matched"]))
+            fields = {f: c[f] for f in store.RECORD_FIELDS}
+            rec = MemoryRecord(**fields)
+            rec.hit_count += 1
+            out.append(SearchResult(rec, float(c["similarity"]), c["score"], c["matched"]))
         return out
 
     def get_memory_details(self, ids: Sequence[str]) -> list[MemoryRecord]:

@@ -1,0 +1,33 @@
+"""The whole pipeline on ../shared/data, offline, with the real all-MiniLM-L6-v2 embedder:
+sessions → segments → scores → memories → tiers → search (skipped when ../shared is absent)."""
+
+import pytest
+
+from tests.conftest import SHARED_DATA
+from ultron.trajectory.service import TrajectoryService
+
+pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is not present")
+
+
+def test_shared_sessions_become_searchable_memories(client):
+    from ultron.embeddings import LocalMiniLMEmbedder
+    from ultron.memory.service import MemoryService
+
+    settings = client.settings.__class__.from_env(home=client.settings.home, embedding_provider="local")
+    svc = TrajectoryService(client.db, settings)
+    svc._memory = MemoryService(client.db, settings, provider=svc.provider, embedder=LocalMiniLMEmbedder())
+    assert client.ingest([SHARED_DATA], "shared").totals["failed"] == 0
+    segmented = svc.segment_pending_sessions(batch_size=1000)
+    assert all(r.status == "segmented" for r in segmented)
+    labels = svc.label_pending_segments(batch_size=1000)
+    assert all(lb.status == "labeled" for lb in labels)
+    extracted = svc.extract_memories_from_segments(batch_size=1000)
+    assert extracted and all(r.status in ("extracted", "skipped") for r in extracted)
+    stats = svc.memory.stats()
+    assert stats["active"] >= 10 and {"error", "pattern"} <= set(stats["by_type"])
+    assert svc.memory.run_tier_rebalance()["WARM"] > 0
+    results = svc.memory.search_memories("payment amount does not add up when booking", limit=5)
+    assert results and results[0].similarity_score > 0.3
+    assert all(r.record.status == "active" for r in results)
+    assert svc.get_trajectory_stats()["segments"]["memory_extracted"] == sum(
+        1 for r in extracted if r.status == "extracted")
