@@ -265,34 +265,13 @@ def test_extraction_is_tagged_once_only_and_all_or_nothing(client, tmp_path):
     assert {"error", "security"} & set(kinds) and "preference" in kinds  # permission errors read as security
 
 
-PLANTED = {
-    "openai": "sk-proj-Q1w2E3r4T5y6U7i8O9p0AaSsDdFfGgHhJj",
-    "github": "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
-    "aws": "AKIAIOSFODNN7EXAMPLQ",
-    "email": "mia.li.planted@example.org",
-    "cn_mobile": "13912345678",
-    "uuid": "3f2b8c1e-9d4a-4e7b-8c2d-1a2b3c4d5e6f",
-    "password": "hunter2-Planted!",
-}
-
-
 def test_planted_secrets_never_reach_the_database_outside_the_raw_archive(client, tmp_path):
-    f = write_jsonl(tmp_path / "secrets.jsonl", [
-        {"role": "user", "content": f"Deploy fails. My key is {PLANTED['openai']} and token {PLANTED['github']}; "
-                                    f"mail {PLANTED['email']} or call {PLANTED['cn_mobile']}. I prefer bash."},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
-            "name": "Bash", "arguments": json.dumps({"command": f"AWS_ACCESS_KEY_ID={PLANTED['aws']} ./deploy.sh"})}}]},
-        {"role": "tool", "tool_call_id": "c1", "name": "error",
-         "content": f"Error: login failed for password={PLANTED['password']} run {PLANTED['uuid']}"},
-        {"role": "assistant", "content": "Retrying with the right role.", "tool_calls": [{"id": "c2", "type": "function",
-            "function": {"name": "Bash", "arguments": json.dumps({"command": "./deploy.sh --role deployer"})}}]},
-        {"role": "tool", "tool_call_id": "c2", "content": "deployed successfully"},
-        {"role": "assistant", "content": "Fixed: the deploy needed --role deployer."},
-        {"role": "user", "content": "Thanks, it works!"},
-    ])
+    from ultron.testing.planted import PLANTED, session_rows
+
+    f = write_jsonl(tmp_path / "secrets.jsonl", session_rows())
     svc = _extractable(client, f)
     svc.extract_memories_from_segments()
-    client.ingest_text(f"Note: the staging key {PLANTED['openai']} must be rotated; contact {PLANTED['email']}.")
+    client.ingest_text(f"Note: the staging key {PLANTED['openai_key']} must be rotated; contact {PLANTED['email']}.")
     assert scalar(client, "SELECT count(*) FROM memory_records") >= 1
     for kind, secret in PLANTED.items():
         with client.db.engine.connect() as conn:

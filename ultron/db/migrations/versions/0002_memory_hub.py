@@ -77,7 +77,9 @@ def upgrade() -> None:
     )
     op.create_index("ix_memory_records_search_tsv", "memory_records", ["search_tsv"], postgresql_using="gin")
     op.create_index("ix_memory_records_tags", "memory_records", ["tags"], postgresql_using="gin")
-    op.create_index("ix_memory_records_rank", "memory_records", ["status", "hit_count", "last_hit_at"])
+    # Hit counting updates hit_count/last_hit_at on every search: with no index on them and
+    # free space on each page, those updates are HOT (heap-only) and never touch the HNSW graph.
+    op.execute("ALTER TABLE memory_records SET (fillfactor = 80)")
     op.create_index("ix_memory_records_segment", "memory_records", ["segment_id"])
     op.create_index("ix_memory_records_session", "memory_records", ["agent_id", "session_file"])
 
