@@ -288,3 +288,52 @@ def _occurrences_outside_raw(client, needle: str) -> int:
             "AND table_type = 'BASE TABLE' AND table_name <> 'raw_user_uploads'")).scalars().all()
         return sum(conn.execute(sa.text(f"SELECT count(*) FROM \"{t}\" x WHERE position(:n in x::text) > 0"),
                                 {"n": needle}).scalar_one() for t in tables)
+
+
+def test_a_merge_waits_for_the_llm_and_is_retried_on_the_next_duplicate(client):
+    from ultron.llm.providers import OpenAIProvider
+    from ultron.testing.fake_openai import FakeOpenAI, Reply
+
+    state = {"merge_down": True}
+
+    def respond(body):
+        system = body["messages"][0]["content"]
+        if "Classify" in system:
+            return Reply.json({"memory_type": "error"})
+        if "Summarise" in system:
+            return Reply.json({"l0": "pandas missing in the image", "l1": "Install pandas in the Docker image."})
+        if "Merge two versions" in system:
+            if state["merge_down"]:
+                return Reply.http(503, "merge model overloaded")
+            return Reply.json({"content": PANDAS[0], "context": PANDAS[1],
+                               "resolution": "pip install pandas in the image; or add it to requirements.txt"})
+        return Reply.json({"same": True})
+
+    with FakeOpenAI(respond) as server:
+        settings = client.settings.__class__.from_env(
+            home=client.settings.home, llm_provider="openai", llm_base_url=server.url, llm_api_key="k",
+            llm_max_retries=0, llm_retry_base_seconds=0.01)
+        svc = MemoryService(client.db, settings, provider=OpenAIProvider(settings))
+        first = svc.upload_memory(*PANDAS).record
+        down = svc.upload_memory(PANDAS[0], PANDAS[1], "add pandas to requirements.txt")
+        assert down.action == "merged" and down.merge_pending
+        assert down.record.resolution == PANDAS[2]  # unchanged while the LLM is down
+        state["merge_down"] = False
+        up = svc.upload_memory(PANDAS[0], PANDAS[1], "add pandas to requirements.txt")
+        assert up.action == "merged" and not up.merge_pending and up.record.id == first.id
+        assert "requirements.txt" in up.record.resolution and up.record.summary_l0 == "pandas missing in the image"
+    assert scalar(client, "SELECT count(*) FROM memory_contributions") == 3
+
+
+def test_raw_archive_switch_and_retention(client, tmp_path):
+    from ultron.db import sessions as session_store
+    from ultron.sdk import Ultron
+
+    off = Ultron(client.settings.__class__.from_env(home=client.settings.home, raw_archive=False), db=client.db)
+    off.ingest([write_jsonl(tmp_path / "off.jsonl", [{"role": "user", "content": "hi"}])], "a")
+    assert scalar(client, "SELECT count(*) FROM raw_user_uploads") == 0
+    client.ingest([write_jsonl(tmp_path / "on.jsonl", [{"role": "user", "content": "hi"}])], "a")
+    with client.db.engine.begin() as conn:
+        assert session_store.purge_raw_archive(conn, 30) == 0
+        conn.execute(sa.text("UPDATE raw_user_uploads SET created_at = now() - interval '31 days'"))
+        assert session_store.purge_raw_archive(conn, 30) == 1
