@@ -318,10 +318,9 @@ def segment_ids_for(conn: sa.Connection, *, segment_id: str | None, session_file
     return sorted(ids)
 
 
-def memories_from(conn: sa.Connection, *, memory_ids: Sequence[str] | None, segment_ids: Sequence[str],
-                  session_file: str | None, agent_id: str | None) -> tuple[set[str], set[str]]:
-    """(memories to delete outright, memories that received a contribution from the source)."""
-    doomed = set(memory_ids or [])
+def _source_condition(segment_ids: Sequence[str], session_file: str | None, agent_id: str | None
+                      ) -> tuple[str, dict[str, Any]]:
+    """Rows (memories or contributions) that came from these segments / this file / this agent."""
     where, params = [], {"segs": list(segment_ids)}
     if segment_ids:
         where.append("segment_id = ANY(:segs)")
@@ -332,9 +331,16 @@ def memories_from(conn: sa.Connection, *, memory_ids: Sequence[str] | None, segm
         where.append("agent_id = :a")
     if agent_id:
         params["a"] = agent_id
+    return " OR ".join(f"({w})" for w in where), params
+
+
+def memories_from(conn: sa.Connection, *, memory_ids: Sequence[str] | None, segment_ids: Sequence[str],
+                  session_file: str | None, agent_id: str | None) -> tuple[set[str], set[str]]:
+    """(memories to delete outright, memories that received a contribution from the source)."""
+    doomed = set(memory_ids or [])
+    cond, params = _source_condition(segment_ids, session_file, agent_id)
     touched: set[str] = set()
-    if where:
-        cond = " OR ".join(f"({w})" for w in where)
+    if cond:
         touched = set(conn.execute(sa.text(f"SELECT DISTINCT memory_id FROM memory_contributions WHERE {cond}"),
                                    params).scalars())
         touched |= set(conn.execute(sa.text(f"SELECT id FROM memory_records WHERE {cond}"), params).scalars())
@@ -343,20 +349,10 @@ def memories_from(conn: sa.Connection, *, memory_ids: Sequence[str] | None, segm
 
 def delete_contributions(conn: sa.Connection, *, segment_ids: Sequence[str], session_file: str | None,
                          agent_id: str | None) -> int:
-    where, params = [], {"segs": list(segment_ids)}
-    if segment_ids:
-        where.append("segment_id = ANY(:segs)")
-    if session_file:
-        where.append("session_file = :f" + (" AND agent_id = :a" if agent_id else ""))
-        params["f"] = session_file
-    elif agent_id:
-        where.append("agent_id = :a")
-    if agent_id:
-        params["a"] = agent_id
-    if not where:
+    cond, params = _source_condition(segment_ids, session_file, agent_id)
+    if not cond:
         return 0
-    return conn.execute(sa.text(
-        f"DELETE FROM memory_contributions WHERE {' OR '.join(f'({w})' for w in where)}"), params).rowcount
+    return conn.execute(sa.text(f"DELETE FROM memory_contributions WHERE {cond}"), params).rowcount
 
 
 def contributions_of(conn: sa.Connection, memory_id: str) -> list[dict[str, str]]:

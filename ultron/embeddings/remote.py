@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import math
 import threading
 import time
 from typing import Any, Callable
@@ -19,11 +18,11 @@ from typing import Any, Callable
 import numpy as np
 
 from ultron.embeddings.base import check_texts
-from ultron.llm.errors import LLMInvalidAnswer, LLMUnavailable
+from ultron.llm.errors import LLMInvalidAnswer
+from ultron.llm.retry import call_with_retries, short
 from ultron.llm.usage import LLMUsage
 
 log = logging.getLogger("ultron.embeddings")
-RETRY_AFTER_CAP_SECONDS = 30.0
 #: Most OpenAI-compatible servers refuse "" as an input; it is sent as this instead.
 EMPTY_INPUT = " "
 #: Longer inputs are cut (endpoints reject inputs over ~8192 tokens; one char <= ~1 token).
@@ -103,52 +102,30 @@ class OpenAIEmbedder:
     # -- one request, with retries --------------------------------------------------------
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
-        openai = self._openai
-        delay = self.retry_base_seconds
-        last = "no request sent"
-        attempt = 0
-        while attempt <= self.max_retries:
+        def request() -> Any:
             kwargs: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
             if self.send_dimensions and self._dim is not None:
                 kwargs["dimensions"] = self._dim
-            try:
-                response = self._client.embeddings.create(**kwargs)
-            except openai.BadRequestError as exc:
-                if "dimensions" in kwargs and "dimension" in str(exc).lower():
-                    log.info("%s does not accept dimensions=%s; continuing without it", self.model, self._dim)
-                    self.send_dimensions = False
-                    self._dimensions_rejected = _short(exc)
-                    continue  # not a retry: the same request, minus dimensions
-                last = f"request rejected (400): {_short(exc)}"
-                break
-            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-                    openai.APIConnectionError) as exc:
-                last = _describe(exc)
-                wait = _retry_after(exc, delay)
-            except openai.APIStatusError as exc:
-                if exc.status_code >= 500 or exc.status_code == 429:
-                    last = _describe(exc)
-                    wait = _retry_after(exc, delay)
-                else:
-                    last = f"HTTP {exc.status_code}: {_short(exc)}"
-                    break
-            else:
-                u = getattr(response, "usage", None)
-                self.usage.record_call(int(getattr(u, "prompt_tokens", 0) or 0), 0)
-                try:
-                    return self._check(response, len(batch))
-                except LLMInvalidAnswer as exc:
-                    self.usage.record_failure(f"embeddings: {exc}")
-                    raise
-            attempt += 1
-            if attempt > self.max_retries:
-                break
-            self.usage.record_retry()
-            log.warning("embeddings: %s; retry %d/%d in %.2fs", last, attempt, self.max_retries, wait)
-            self._sleep(wait)
-            delay *= 2
-        self.usage.record_failure(f"embeddings: {last}")
-        raise LLMUnavailable(f"embeddings: {self.model} unavailable: {last}")
+            return self._client.embeddings.create(**kwargs)
+
+        def drop_dimensions(exc: Exception) -> bool:
+            if self.send_dimensions and self._dim is not None and "dimension" in str(exc).lower():
+                log.info("%s does not accept dimensions=%s; continuing without it", self.model, self._dim)
+                self.send_dimensions = False
+                self._dimensions_rejected = short(exc)
+                return True
+            return False
+
+        response = call_with_retries(request, purpose="embeddings", model=self.model, max_retries=self.max_retries,
+                                     retry_base_seconds=self.retry_base_seconds, usage=self.usage,
+                                     sleep=self._sleep, drop_feature=drop_dimensions)
+        u = getattr(response, "usage", None)
+        self.usage.record_call(int(getattr(u, "prompt_tokens", 0) or 0), 0)
+        try:
+            return self._check(response, len(batch))
+        except LLMInvalidAnswer as exc:
+            self.usage.record_failure(f"embeddings: {exc}")
+            raise
 
     def _check(self, response: Any, expected: int) -> np.ndarray:
         """One finite, non-zero vector of the expected dimension per input, in input order."""
@@ -200,23 +177,3 @@ def _vector(raw: Any) -> np.ndarray:
 def _clip(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _retry_after(exc: Exception, default: float) -> float:
-    response = getattr(exc, "response", None)
-    header = response.headers.get("retry-after") if response is not None else None
-    try:
-        wait = float(header) if header else default
-    except ValueError:
-        return default
-    return min(wait, RETRY_AFTER_CAP_SECONDS) if math.isfinite(wait) and wait >= 0 else default
-
-
-def _describe(exc: Exception) -> str:
-    status = getattr(exc, "status_code", None)
-    kind = type(exc).__name__
-    return f"{kind} (HTTP {status})" if status else kind
-
-
-def _short(exc: Exception) -> str:
-    return str(exc)[:300]
