@@ -89,7 +89,7 @@ Five heuristics, each a memory type:
 ``security`` and ``life`` (optional types)
     security: an unmasked credential (AWS / GitHub / OpenAI / Slack / Google key,
     private key block) in a tool result, tool arguments or a user turn (the secret is
-    never copied: every text of every memory goes through :func:`_redact`); an agent
+    never copied: every text of every memory goes through :func:`_redact`, i.e. ultron.redaction); an agent
     refusal that names a security reason (malware, exploit, credentials, …); and
     permission / authentication errors (from the error rule).
     life: in a customer-service segment (``task_type="customer_service"`` or a long
@@ -319,9 +319,6 @@ _SECRETS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
     ("private key", re.compile(r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |PGP )?PRIVATE KEY(?: BLOCK)?-----")),
 )
-_GENERIC_SECRET = re.compile(
-    r"(?i)\b((?:api[_-]?key|secret(?:[_-]?key)?|password|passwd|access[_-]?token|auth[_-]?token)\s*[=:]\s*['\"]?)"
-    r"(?![*x•.]{4})([^\s'\"]{8,})")
 _SEC_TOPIC = re.compile(
     r"\b(?:malware|exploit|hack(?:ing)?|phishing|credentials?|passwords?|security|unsafe|harmful|illegal|"
     r"privacy|personal data|unauthori[sz]ed|vulnerabilit(?:y|ies)|attack|bypass|ransomware|keylogger)\b", _I)
@@ -413,14 +410,12 @@ def _clip_lines(text: str, n: int) -> str:
 
 
 def _redact(text: str) -> str:
+    """The project's one redaction scheme (ultron.redaction), so tags are the same everywhere."""
     if not text:
         return text
-    for label, rx in _SECRETS:
-        if rx.search(text):
-            text = rx.sub(f"[{label} redacted]", text)
-    if _GENERIC_SECRET.search(text):
-        text = _GENERIC_SECRET.sub(lambda m: m.group(1) + "[redacted]", text)
-    return text
+    from ultron.redaction import get_redactor
+
+    return get_redactor().redact(text)
 
 
 def _sentences(text: str) -> list[str]:
