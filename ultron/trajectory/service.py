@@ -78,6 +78,7 @@ class TrajectoryService:
         self.db = db
         self.settings = settings
         self._provider = provider
+        self._memory = None
 
     @property
     def provider(self) -> LLMProvider:
@@ -186,7 +187,7 @@ class TrajectoryService:
 
     @property
     def memory(self):
-        if getattr(self, "_memory", None) is None:
+        if self._memory is None:
             from ultron.memory.service import MemoryService
 
             self._memory = MemoryService(self.db, self.settings, provider=self.provider)
