@@ -127,25 +127,15 @@ class MemoryService:
 
     def upload_memory(self, content: str, context: str = "", resolution: str = "", tags: Sequence[str] | None = None,
                       *, provenance: Provenance | None = None, kind: str | None = None,
-                      tools_used: Sequence[str] | None = None, confidence: float | None = None,
-                      conn=None) -> UploadResult:
-        """Redact, classify, embed, then merge into a near duplicate of the same type or insert (WARM, active).
-
-        Pass ``conn`` to make the upload part of a larger transaction (segment extraction
-        is all-or-nothing per segment)."""
+                      tools_used: Sequence[str] | None = None, confidence: float | None = None) -> UploadResult:
+        """Redact, classify, embed, then merge into a near duplicate of the same type or insert (WARM, active)."""
         if not content or not content.strip():
             raise ValueError("content must not be empty")
-        prov = provenance or Provenance()
-        body = {k: self.redactor.redact(v or "") for k, v in
-                (("content", content), ("context", context), ("resolution", resolution))}
-        tags = sorted({self.redactor.redact(t.strip().lower()) for t in (tags or []) if t and t.strip()})
-        memory_type = self._classify(body, tags)
-        self.check_embedding_profile()
-        embedding = self._embed(body)
-        if conn is not None:
-            return self._store(conn, memory_type, body, tags, embedding, prov, kind, tools_used, confidence)
-        with self.db.engine.begin() as own:
-            return self._store(own, memory_type, body, tags, embedding, prov, kind, tools_used, confidence)
+        memory_type, body, tags, embedding = self.prepare(
+            {"content": content, "context": context, "resolution": resolution, "tags": list(tags or [])})
+        with self.db.engine.begin() as conn:
+            return self._store(conn, memory_type, body, tags, embedding, provenance or Provenance(), kind,
+                               tools_used, confidence)
 
     def _store(self, conn, memory_type: str, body: dict[str, str], tags: list[str], embedding: np.ndarray,
                prov: Provenance, kind: str | None, tools_used: Sequence[str] | None,
@@ -169,9 +159,13 @@ class MemoryService:
         return UploadResult(record, "inserted")
 
     def prepare(self, candidate: dict[str, Any]) -> tuple[str, dict[str, str], list[str], np.ndarray]:
-        """Redact, classify and embed a candidate outside any transaction (slow work first)."""
+        """Redact, classify and embed, outside any transaction (the slow part of an upload).
+
+        Segment extraction prepares all of a segment's memories first, then stores them
+        with :meth:`_store` in one transaction."""
         body = {k: self.redactor.redact(candidate.get(k) or "") for k in ("content", "context", "resolution")}
-        tags = sorted({self.redactor.redact(str(t).strip().lower()) for t in candidate.get("tags") or [] if t})
+        tags = sorted({self.redactor.redact(str(t).strip().lower())
+                       for t in candidate.get("tags") or [] if t and str(t).strip()})
         # Server-side extraction already read the type off the evidence (an error fixed, a
         # correction, ...); otherwise classify like any upload.
         memory_type = candidate.get("type_hint") or self._classify(body, tags)
