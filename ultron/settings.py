@@ -141,10 +141,37 @@ class Settings:
     #: ULTRON_DAGSTER_HOST / ULTRON_DAGSTER_PORT: where `ultron dev` serves the UI.
     dagster_host: str = "127.0.0.1"
     dagster_port: int = 3000
+    #: ULTRON_CLUSTER_SIMILARITY_THRESHOLD: between batch runs, an upload joins the nearest
+    #: cluster whose centroid is at least this close (cosine); otherwise it waits for the batch.
+    cluster_similarity_threshold: float = 0.75
+    #: ULTRON_CLUSTER_MIN_SIZE: HDBSCAN's min_cluster_size (smallest group worth a cluster).
+    cluster_min_size: int = 3
+    #: ULTRON_CRYSTALLIZATION_THRESHOLD / ULTRON_RECRYSTALLIZATION_DELTA: members needed to
+    #: crystallise a skill, and new members needed to crystallise it again.
+    crystallization_threshold: int = 5
+    recrystallization_delta: int = 3
+    #: ULTRON_SFT_VALIDATION_FRACTION: share of exported segments in the validation split.
+    sft_validation_fraction: float = 0.1
+    #: ULTRON_API_HOST / ULTRON_API_PORT: where `ultron serve` listens.
+    api_host: str = "127.0.0.1"
+    api_port: int = 8765
+    #: ULTRON_API_TOKEN: bearer token of the HTTP API; unset on loopback = a generated token
+    #: kept in $ULTRON_HOME/api_token. A non-loopback address requires it.
+    api_token: str | None = None
+    #: ULTRON_INGEST_ROOTS: server directories POST /ingest may read (os.pathsep separated);
+    #: default the inbox directories.
+    ingest_roots: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.inbox:
             object.__setattr__(self, "inbox", (self.home / "inbox",))
+        if not self.ingest_roots:
+            object.__setattr__(self, "ingest_roots", self.inbox)
+        if self.crystallization_threshold < 2 or self.recrystallization_delta < 1 or self.cluster_min_size < 2:
+            raise SettingsError("ULTRON_CRYSTALLIZATION_THRESHOLD and ULTRON_CLUSTER_MIN_SIZE must be at least 2, "
+                                "ULTRON_RECRYSTALLIZATION_DELTA at least 1")
+        if not 0 <= self.sft_validation_fraction < 1:
+            raise SettingsError("ULTRON_SFT_VALIDATION_FRACTION must be in [0, 1)")
         if self.decay_interval_hours <= 0:
             raise SettingsError("ULTRON_DECAY_INTERVAL_HOURS must be positive")
         if self.max_line_bytes < 1024:
@@ -162,7 +189,7 @@ class Settings:
             raise SettingsError("ULTRON_HOT_PERCENTILE + ULTRON_WARM_PERCENTILE must be within 0..100")
         for name in ("trajectory_memory_score_threshold", "trajectory_sft_score_threshold",
                      "trajectory_excellent_score_threshold", "quality_judge_weight", "memory_min_confidence",
-                     "time_decay_weight"):
+                     "time_decay_weight", "cluster_similarity_threshold"):
             if not 0 <= getattr(self, name) <= 1:
                 raise SettingsError(f"ULTRON_{name.upper()} must be between 0 and 1")
 
@@ -173,6 +200,10 @@ class Settings:
         inbox_raw = env.get("ULTRON_INBOX", "").strip()
         inbox = tuple(
             Path(p).expanduser().resolve() for p in inbox_raw.split(os.pathsep) if p.strip()
+        )
+        roots_raw = env.get("ULTRON_INGEST_ROOTS", "").strip()
+        ingest_roots = tuple(
+            Path(p).expanduser().resolve() for p in roots_raw.split(os.pathsep) if p.strip()
         )
         values: dict[str, object] = dict(
             home=home,
@@ -222,6 +253,15 @@ class Settings:
             redaction_spacy_model=env.get("ULTRON_REDACTION_SPACY_MODEL") or None,
             dagster_host=env.get("ULTRON_DAGSTER_HOST") or "127.0.0.1",
             dagster_port=_number(env, "ULTRON_DAGSTER_PORT", 3000, int),
+            cluster_similarity_threshold=_number(env, "ULTRON_CLUSTER_SIMILARITY_THRESHOLD", 0.75, float),
+            cluster_min_size=_number(env, "ULTRON_CLUSTER_MIN_SIZE", 3, int),
+            crystallization_threshold=_number(env, "ULTRON_CRYSTALLIZATION_THRESHOLD", 5, int),
+            recrystallization_delta=_number(env, "ULTRON_RECRYSTALLIZATION_DELTA", 3, int),
+            sft_validation_fraction=_number(env, "ULTRON_SFT_VALIDATION_FRACTION", 0.1, float),
+            api_host=env.get("ULTRON_API_HOST") or "127.0.0.1",
+            api_port=_number(env, "ULTRON_API_PORT", 8765, int),
+            api_token=env.get("ULTRON_API_TOKEN") or None,
+            ingest_roots=ingest_roots,
         )
         known = {f.name for f in fields(cls)}
         unknown = set(overrides) - known
@@ -249,6 +289,16 @@ class Settings:
     @property
     def pgdata(self) -> Path:
         return self.home / "pgdata"
+
+    @property
+    def skills_dir(self) -> Path:
+        """Published skill directories ``{slug}-{version}/`` (SKILL.md, _meta.json)."""
+        return self.home / "skills"
+
+    @property
+    def sft_dir(self) -> Path:
+        """SFT exports: one directory per export, with a manifest."""
+        return self.home / "sft"
 
     @property
     def dagster_home(self) -> Path:
