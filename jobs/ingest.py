@@ -17,3 +17,13 @@ ingest_sessions = dg.define_asset_job(
         "a first sweep of thousands of files would otherwise start thousands of runs).")
 def ingest_inbox() -> None:
     run_pipeline_steps()
+
+
+#: Every asset, for one session partition plus the whole-store assets after it: what the UI's
+#: "Materialize all" and a backfill over all session partitions run.
+pipeline_job = dg.define_asset_job(
+    "pipeline_job",
+    selection=dg.AssetSelection.all(),
+    description="The whole asset graph: raw_sessions → task_segments → quality_metrics → memories (per session "
+                "partition) → tiers → clusters → skills, and sft_dataset.",
+)

@@ -98,6 +98,32 @@ def rebalance_tiers(context: dg.OpExecutionContext, ultron: UltronResource) -> N
     context.log.info(f"tiers: {counts}")
 
 
+@dg.op(ins={"after": dg.In(dg.Nothing)}, description="Re-cluster active memories (HDBSCAN, stable ids, topics).")
+def cluster_memories(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
+    from ultron_assets.clusters import clusters_metadata
+
+    client = ultron.client(llm)
+    report = client.clusters.run_clustering().to_dict()
+    context.log_event(dg.AssetMaterialization(
+        asset_key="clusters", description="re-clustered by the maintenance job",
+        metadata=clusters_metadata(report, client.clusters.list_clusters())))
+    context.log.info(f"clustering: { {k: v for k, v in report.items() if not isinstance(v, list)} }")
+
+
+@dg.op(ins={"after": dg.In(dg.Nothing)},
+       description="Crystallise ready clusters into skills; re-crystallise grown ones (new version if better).")
+def evolve_skills(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
+    from ultron_assets.skills import skills_metadata
+
+    client = ultron.client(llm)
+    report = client.skills.run_skill_evolution().to_dict()
+    context.log_event(dg.AssetMaterialization(
+        asset_key="skills", description="evolved by the maintenance job", metadata=skills_metadata(client, report)))
+    for failure in report.get("failed") or []:
+        context.log.warning(f"cluster {str(failure.get('cluster_id'))[:8]} not crystallised: {failure.get('reason')}")
+    context.log.info(f"skill evolution: { {k: v for k, v in report.items() if not isinstance(v, list)} }")
+
+
 @dg.op(ins={"after": dg.In(dg.Nothing)},
        description="Merge near-duplicate memories already in the store (only when ULTRON_CONSOLIDATE_ENABLED).")
 def consolidate_memories(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
@@ -123,9 +149,10 @@ def run_pipeline_steps():
     return extract_memories(after=label_segments(after=segment_sessions(after=refresh_sessions())))
 
 
-@dg.job(description="Periodic maintenance: re-ingest pending sessions, segment pending sessions, label pending "
-        "segments, extract memories (work left by LLM outages included), rebalance tiers, consolidate (if enabled), "
-        "purge the raw archive past its retention.")
-def maintenance() -> None:
+@dg.job(description="Periodic maintenance (the seed's decay loop): re-ingest pending sessions, segment pending "
+        "sessions, label pending segments, extract memories (work left by LLM outages included), rebalance tiers, "
+        "re-cluster, evolve skills, consolidate (if enabled), purge the raw archive past its retention.")
+def maintenance_job() -> None:
     extracted = run_pipeline_steps()
-    purge_raw_archive(after=consolidate_memories(after=rebalance_tiers(after=extracted)))
+    evolved = evolve_skills(after=cluster_memories(after=rebalance_tiers(after=extracted)))
+    purge_raw_archive(after=consolidate_memories(after=evolved))

@@ -29,13 +29,13 @@ class UltronResource(dg.ConfigurableResource):
             overrides["database_url"] = self.database_url
         return Settings.from_env(**overrides)
 
-    def client(self) -> Ultron:
-        return Ultron(self.settings())
+    def client(self, llm=None) -> Ultron:
+        """The SDK facade the assets call (the same services agents use), with the
+        provider the ``llm`` resource configures when one is given."""
+        settings = self.settings()
+        provider = llm.get_provider(settings) if llm is not None else None
+        return Ultron(settings, provider=provider)
 
     def trajectory_service(self, llm=None):
         """The trajectory service, with the provider the ``llm`` resource configures."""
-        from ultron.trajectory.service import TrajectoryService
-
-        client = self.client()
-        provider = llm.get_provider(client.settings) if llm is not None else None
-        return TrajectoryService(client.db, client.settings, provider)
+        return self.client(llm).trajectory_service

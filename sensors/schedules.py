@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from jobs.maintenance import maintenance
+from jobs.maintenance import maintenance_job
 from ultron.settings import Settings
 
 
@@ -34,7 +34,7 @@ def build_maintenance_schedule(settings: Settings | None = None) -> dg.ScheduleD
     settings = settings or Settings.from_env()
     return dg.ScheduleDefinition(
         name="maintenance_schedule",
-        job=maintenance,
+        job=maintenance_job,
         cron_schedule=interval_cron(settings.decay_interval_hours),
         default_status=dg.DefaultScheduleStatus.RUNNING,
         description=f"Runs maintenance every {settings.decay_interval_hours:g} h (ULTRON_DECAY_INTERVAL_HOURS).",

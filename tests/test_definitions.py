@@ -13,7 +13,12 @@ def test_definitions_load():
     from ultron_assets.definitions import defs
 
     dg.Definitions.validate_loadable(defs)
-    assert {j.name for j in defs.resolve_all_job_defs()} >= {"ingest_sessions", "maintenance"}
+    assert {j.name for j in defs.resolve_all_job_defs()} >= {
+        "ingest_sessions", "ingest_inbox", "pipeline_job", "maintenance_job", "sft_export_job"}
+    assert defs.resolve_sensor_def("ultron_automation_sensor").default_status == dg.DefaultSensorStatus.RUNNING
+    keys = defs.resolve_asset_graph().get_all_asset_keys()
+    assert {k.to_user_string() for k in keys} >= {
+        "raw_sessions", "task_segments", "quality_metrics", "memories", "tiers", "clusters", "skills", "sft_dataset"}
     assert defs.resolve_sensor_def("session_file_sensor").default_status == dg.DefaultSensorStatus.RUNNING
     assert defs.resolve_schedule_def("maintenance_schedule").cron_schedule == "0 */6 * * *"
     assert dg.AssetKey("raw_sessions") in defs.resolve_asset_graph().get_all_asset_keys()

@@ -1,24 +1,31 @@
-"""The Dagster code location: raw_sessions → (later) task_segments → quality_metrics → …"""
+"""The code location, in the seed's order:
+raw_sessions → task_segments → quality_metrics → memories → tiers → clusters → skills,
+and quality_metrics → sft_dataset."""
 
 import dagster as dg
 
-from jobs.ingest import ingest_inbox, ingest_sessions
-from jobs.maintenance import maintenance
+from jobs.ingest import ingest_inbox, ingest_sessions, pipeline_job
+from jobs.maintenance import maintenance_job
+from jobs.sft_export import sft_export_job
 from resources.database import UltronResource
 from resources.llm import LLMResource
+from sensors.automation import build_automation_sensor
 from sensors.schedules import build_maintenance_schedule
 from sensors.session_files import build_session_file_sensor
 from ultron.settings import Settings
+from ultron_assets.clusters import clusters
 from ultron_assets.memories import memories, tiers
 from ultron_assets.raw_sessions import raw_sessions
+from ultron_assets.sft import sft_dataset
+from ultron_assets.skills import skills
 from ultron_assets.trajectory import quality_metrics, task_segments
 
 settings = Settings.from_env()
 
 defs = dg.Definitions(
-    assets=[raw_sessions, task_segments, quality_metrics, memories, tiers],
-    jobs=[ingest_sessions, ingest_inbox, maintenance],
-    sensors=[build_session_file_sensor(settings)],
+    assets=[raw_sessions, task_segments, quality_metrics, memories, tiers, clusters, skills, sft_dataset],
+    jobs=[ingest_sessions, ingest_inbox, pipeline_job, maintenance_job, sft_export_job],
+    sensors=[build_session_file_sensor(settings), build_automation_sensor()],
     schedules=[build_maintenance_schedule(settings)],
     resources={"ultron": UltronResource(), "llm": LLMResource()},
     executor=dg.in_process_executor,

@@ -6,6 +6,7 @@ import dagster as dg
 
 from resources.database import UltronResource
 from resources.llm import LLMResource
+from ultron_assets.automation import follow_upstream
 from ultron_assets.partitions import session_partitions
 from ultron_assets.trajectory import llm_metadata, quality_metrics
 
@@ -58,11 +59,12 @@ def tier_chart(counts: dict[str, int]) -> str:
     deps=[memories],
     group_name="memory_hub",
     kinds={"postgres"},
+    automation_condition=follow_upstream,
     description="Tier rebalance: top ULTRON_HOT_PERCENTILE by hits are HOT, the next ULTRON_WARM_PERCENTILE WARM, "
                 "the rest COLD; COLD rows unused for ULTRON_COLD_TTL_DAYS are archived.",
 )
 def tiers(context: dg.AssetExecutionContext, ultron: UltronResource) -> dg.MaterializeResult:
-    counts = ultron.client().memory.run_tier_rebalance()
+    counts = ultron.client().run_tier_rebalance()
     context.log.info(f"tiers: {counts}")
     return dg.MaterializeResult(metadata={
         **{k.lower(): v for k, v in counts.items()},

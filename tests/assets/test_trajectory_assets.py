@@ -3,7 +3,7 @@
 import dagster as dg
 import sqlalchemy as sa
 
-from jobs.maintenance import maintenance
+from jobs.maintenance import maintenance_job as maintenance
 from resources.database import UltronResource
 from resources.llm import LLMResource
 from tests.conftest import TEST_HOME, write_jsonl

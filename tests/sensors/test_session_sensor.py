@@ -12,7 +12,7 @@ from sensors.session_files import build_session_file_sensor
 from tests.conftest import TEST_HOME, write_jsonl
 from ultron.inbox import diff_inbox
 from ultron.settings import Settings
-from jobs.maintenance import maintenance
+from jobs.maintenance import maintenance_job as maintenance
 
 ROW = {"role": "user", "content": "hello"}
 
@@ -98,7 +98,7 @@ def test_unsupported_file_names_are_reported_not_requested(tmp_path):
 def test_maintenance_schedule_follows_decay_interval(tmp_path):
     schedule = build_maintenance_schedule(Settings.from_env(home=tmp_path, decay_interval_hours=3))
     assert schedule.cron_schedule == "0 */3 * * *"
-    assert schedule.job_name == "maintenance"
+    assert schedule.job_name == "maintenance_job"
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
 
 
