@@ -15,7 +15,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ultron.db import sessions as store
 from ultron.db.database import Database
@@ -93,16 +93,22 @@ class IngestService:
             self._redactor = get_redactor()
         return self._redactor
 
-    def ingest(self, paths: Iterable[str | os.PathLike[str]] | str, agent_id: str) -> IngestReport:
+    def ingest(self, paths: Iterable[str | os.PathLike[str]] | str, agent_id: str,
+               progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
+        """``progress(done, total, path)`` is called after each file (passed-over paths
+        included); the paths are expanded first so that ``total`` is known from the start."""
         validate_agent_id(agent_id)
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
+        found_all = list(expand_paths(paths))
         reports = []
-        for found in expand_paths(paths):
+        for done, found in enumerate(found_all, 1):
             if found.status != "ok":
                 reports.append(FileReport(str(found.path), found.status, agent_id, problems=[Problem(None, found.reason or "")]))
-                continue
-            reports.append(self.ingest_file(found.path, agent_id))
+            else:
+                reports.append(self.ingest_file(found.path, agent_id))
+            if progress is not None:
+                progress(done, len(found_all), str(found.path))
         return IngestReport(reports)
 
     def refresh(self) -> IngestReport:

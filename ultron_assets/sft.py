@@ -41,7 +41,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SFTExportConfig, ultr
 
     client = ultron.client()
     export = client.trajectory_service.export_sft_dataset(
-        task_type=config.task_type, min_quality_score=config.min_score, limit=config.limit)
+        task_type=config.task_type, min_quality_score=config.min_score, limit=config.limit, reuse_unchanged=True)
     manifest = export.manifest
     problems: dict[str, list] = {}
     lines_checked = 0
@@ -57,6 +57,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SFTExportConfig, ultr
     return dg.MaterializeResult(
         metadata={
             "export_dir": dg.MetadataValue.path(str(export.directory)),
+            "export_id": export.export_id,
             **{f"count_{k}": v for k, v in (manifest.get("counts") or {}).items() if isinstance(v, int)},
             "manifest": dg.MetadataValue.json({k: v for k, v in manifest.items() if k != "sources"}),
             "sources": dg.MetadataValue.table(

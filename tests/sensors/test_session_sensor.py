@@ -121,6 +121,6 @@ def test_maintenance_job_reingests_what_the_sensor_missed(client, settings, dags
         again = maintenance.execute_in_process(
             instance=dagster_instance, resources={"ultron": UltronResource(home=str(TEST_HOME)), "llm": LLMResource()})
         assert [e.event_specific_data.materialization.asset_key.path[-1] for e in again.all_events
-                if e.event_type_value == "ASSET_MATERIALIZATION"] == ["tiers"]
+                if e.event_type_value == "ASSET_MATERIALIZATION"] == ["tiers", "clusters", "skills"]
     finally:
         os.unlink(f)

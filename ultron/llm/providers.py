@@ -57,6 +57,13 @@ class LLMProvider(Protocol):
     def merge_memories(self, existing: dict[str, str], incoming: dict[str, str]) -> dict[str, str]:
         """Merged {content, context, resolution}."""
 
+    def label_cluster(self, texts: list[str]) -> str:
+        """A short topic label for a cluster, from a few of its members' texts."""
+
+    def synthesize_skill(self, topic: str, memories: list[dict[str, Any]]) -> dict[str, Any]:
+        """A skill from a cluster's memories ({id, memory_type, content, context, resolution}), shaped by
+        validate_skill: name, description, when_to_use, steps/pitfalls/branches citing memory ids."""
+
 
 def render_message(index: int, msg: Message) -> str:
     """How a message is shown to a model, and what the window budget counts."""
@@ -180,6 +187,20 @@ def validate_merged(value: Any) -> dict[str, str]:
     return {k: str(value.get(k) or "").strip() for k in ("content", "context", "resolution")}
 
 
+def validate_label(value: Any) -> str:
+    from ultron.clusters.topics import clean_label
+
+    topic = value.get("topic") if isinstance(value, dict) else value
+    if not isinstance(topic, str) or not clean_label(topic):
+        raise ValueError("expected {\"topic\": \"a short label\"}")
+    return clean_label(topic)
+
+
+LABEL_SYSTEM = """You name a cluster of related memories of AI agents (problems met, fixes, preferences).
+Give the topic they share as a short label of 2 to 6 words, specific enough to tell it from other clusters
+(e.g. "pandas import errors in Docker images"), not a sentence. Answer with JSON only: {"topic": "..."}"""
+
+
 EXTRACT_SYSTEM = """You extract reusable knowledge from one task of an AI agent's work, for other agents to reuse.
 Extract only what is supported by the transcript: errors and how they were fixed, corrections the user made,
 stated preferences, and successful multi-step procedures. Skip chit-chat and anything private.
@@ -211,6 +232,111 @@ repetition. Answer with JSON only: {"content": "...", "context": "...", "resolut
 
 def _memory_text(m: dict[str, str]) -> str:
     return f"content: {m.get('content', '')}\ncontext: {m.get('context', '')}\nresolution: {m.get('resolution', '')}"
+
+
+SKILL_SYSTEM = """You turn a cluster of related memories of AI agents (problems met and how they were solved) into one
+reusable skill: a procedure another agent can follow. Use only what the memories say; invent nothing.
+Each memory has a reference like m1. Every step is an action taken from the memories' resolutions and cites, in
+"evidence", the references of the memories it comes from. Merge steps that say the same thing and order them as they
+should be done. Pitfalls: errors and mistakes to avoid, from the memories. Decision branches: where memories in
+different contexts were resolved differently, one branch per context.
+Answer with JSON only:
+{"name": "short title", "description": "one or two sentences: what the skill does and when to use it",
+ "when_to_use": ["situation", ...], "steps": [{"text": "imperative step", "evidence": ["m1", "m3"]}],
+ "pitfalls": [{"text": "what goes wrong and how to avoid it", "evidence": ["m2"]}],
+ "decision_branches": [{"if": "context", "then": "what to do", "evidence": ["m4"]}]}"""
+SKILL_ITEMS_MAX = 40
+SKILL_TEXT_MAX = 1000
+
+
+def _skill_text(value: Any, where: str, limit: int = SKILL_TEXT_MAX) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{where} must be a non-empty string, got {value!r}"[:200])
+    text = " ".join(value.split())
+    if len(text) > limit:
+        raise ValueError(f"{where} has {len(text)} characters (at most {limit})")
+    return text
+
+
+def _skill_evidence(value: Any, where: str, refs: dict[str, str] | None) -> list[str]:
+    """Memory ids; the prompt's references (m3, [m3], 3) become ids, anything else stays as given."""
+    if value is None:
+        return []
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list):
+        raise ValueError(f"{where}.evidence must be a list of memory ids")
+    out: list[str] = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, (str, int)):
+            raise ValueError(f"{where}.evidence holds {item!r}, not a memory id")
+        key = str(item).strip().strip("[]").strip()
+        if refs:
+            key = refs.get(key.lower()) or refs.get(f"m{key}") or key
+        if key and key not in out:
+            out.append(key)
+    return out
+
+
+def _skill_items(value: Any, where: str, refs: dict[str, str] | None, branch: bool = False) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{where} must be a list")
+    if len(value) > SKILL_ITEMS_MAX:
+        raise ValueError(f"{where} has {len(value)} items (at most {SKILL_ITEMS_MAX})")
+    out = []
+    for i, item in enumerate(value, 1):
+        at = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{at} must be an object, got {item!r}"[:200])
+        evidence = _skill_evidence(item.get("evidence"), at, refs)
+        if branch:
+            out.append({"condition": _skill_text(item.get("if", item.get("condition")), f"{at}.if"),
+                        "action": _skill_text(item.get("then", item.get("action")), f"{at}.then"),
+                        "evidence": evidence})
+        else:
+            out.append({"text": _skill_text(item.get("text"), f"{at}.text"), "evidence": evidence})
+    return out
+
+
+def validate_skill(value: Any, refs: dict[str, str] | None = None, *, allow_no_steps: bool = False
+                   ) -> dict[str, Any]:
+    """The skill's shape (types, lengths, at least one step); whether it is grounded in the
+    memories is the Skill Hub's quality gate, not this."""
+    if not isinstance(value, dict):
+        raise ValueError("expected a skill object {name, description, when_to_use, steps, pitfalls, ...}")
+    when = value.get("when_to_use")
+    when = [when] if isinstance(when, str) else (when or [])
+    if not isinstance(when, list) or len(when) > SKILL_ITEMS_MAX:
+        raise ValueError("when_to_use must be a list of strings")
+    steps = _skill_items(value.get("steps"), "steps", refs)
+    if not steps and not allow_no_steps:
+        raise ValueError("a skill needs at least one step")
+    branches = value.get("decision_branches", value.get("branches"))
+    return {"name": _skill_text(value.get("name"), "name", 200),
+            "description": _skill_text(value.get("description"), "description", 1024),
+            "when_to_use": [_skill_text(w, f"when_to_use[{i}]") for i, w in enumerate(when, 1)],
+            "steps": steps, "pitfalls": _skill_items(value.get("pitfalls"), "pitfalls", refs),
+            "branches": _skill_items(branches, "decision_branches", refs, branch=True)}
+
+
+def skill_prompt(topic: str, memories: list[dict[str, Any]], budget: int) -> tuple[str, dict[str, str]]:
+    """The user message for SKILL_SYSTEM and its reference map (m1 -> memory id): short
+    references are copied back reliably where 36-character ids are not. Each memory gets
+    an equal share of the token budget (48 at least); memories beyond the budget are left
+    out rather than overflowing the model's context."""
+    refs: dict[str, str] = {}
+    share = max(48, budget // max(1, len(memories)))
+    blocks, used = [], 0
+    for i, m in enumerate(memories, 1):
+        block = truncate_to_tokens(f"[m{i}] type: {m.get('memory_type', '')}\n" + _memory_text(m), share)
+        used += count_tokens(block) + 2
+        if used > budget and blocks:
+            break
+        refs[f"m{i}"] = str(m["id"])
+        blocks.append(block)
+    return f"Topic: {topic or '(none given)'}\n\nMemories:\n\n" + "\n\n".join(blocks), refs
 
 
 class OpenAIProvider:
@@ -279,6 +405,15 @@ class OpenAIProvider:
         body = "EXISTING:\n" + _memory_text(existing) + "\n\nINCOMING:\n" + _memory_text(incoming)
         return self.client.complete_json(MERGE_SYSTEM, body, validate_merged, purpose="memory merge")
 
+    def label_cluster(self, texts: list[str]) -> str:
+        body = "\n".join(f"- {t}" for t in texts)
+        return self.client.complete_json(LABEL_SYSTEM, body, validate_label, purpose="cluster topic")
+
+    def synthesize_skill(self, topic: str, memories: list[dict[str, Any]]) -> dict[str, Any]:
+        body, refs = skill_prompt(topic, memories, self.budget)
+        return self.client.complete_json(SKILL_SYSTEM, body, lambda v: validate_skill(v, refs),
+                                         purpose="skill synthesis")
+
 
 class RulesProvider:
     """Offline provider: deterministic algorithms for every task; no judge (the
@@ -327,6 +462,16 @@ class RulesProvider:
         from ultron.memory import rules
 
         return validate_merged(rules.merge_bodies(existing, incoming))
+
+    def label_cluster(self, texts: list[str]) -> str:
+        from ultron.clusters.topics import label_from_texts
+
+        return label_from_texts(texts)
+
+    def synthesize_skill(self, topic: str, memories: list[dict[str, Any]]) -> dict[str, Any]:
+        from ultron.skills.synthesis import synthesize
+
+        return validate_skill(synthesize(topic, memories), allow_no_steps=True)
 
 
 def build_provider(settings: Settings, usage: LLMUsage | None = None) -> LLMProvider:

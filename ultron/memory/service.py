@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ultron.clusters.service import ClusterService
 from ultron.db import memories as store
 from ultron.db.database import Database
 from ultron.db.memories import MemoryRecord
@@ -153,6 +154,8 @@ class MemoryService:
             segment_id=prov.segment_id, session_file=prov.session_file, start_line=prov.start_line,
             end_line=prov.end_line, **body)
         store.insert_record(conn, record, embedding)
+        # between batch runs a new memory joins the nearest close-enough cluster (same transaction)
+        ClusterService(self).assign_memory_to_cluster(conn, record.id, embedding)
         # The first body is a contribution too: forget() can rebuild a memory from what remains.
         store.add_contribution(conn, record.id, body["content"], body["context"], body["resolution"], None,
                                prov.agent_id, prov.segment_id, prov.session_file)

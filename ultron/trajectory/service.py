@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ultron.db import segments as store
 from ultron.db.database import Database
@@ -19,6 +19,9 @@ from ultron.llm.providers import LLMProvider, build_provider
 from ultron.llm.usage import LLMUsage
 from ultron.settings import Settings
 from ultron.trajectory.segmentation import fingerprint, segment_messages
+
+if TYPE_CHECKING:
+    from ultron.sft.export import SFTExport
 
 log = logging.getLogger("ultron.trajectory")
 
@@ -249,8 +252,39 @@ class TrajectoryService:
     def is_memory_eligible(self, quality_metrics: dict[str, Any] | str | None) -> bool:
         return _score(quality_metrics) >= self.settings.trajectory_memory_score_threshold
 
-    def is_sft_eligible(self, quality_metrics: dict[str, Any] | str | None) -> bool:
-        return _score(quality_metrics) >= self.settings.trajectory_sft_score_threshold
+    def is_sft_eligible(self, quality_metrics: dict[str, Any] | str | None, min_score: float | None = None) -> bool:
+        """``min_score`` replaces ULTRON_TRAJECTORY_SFT_SCORE_THRESHOLD for one export."""
+        floor = self.settings.trajectory_sft_score_threshold if min_score is None else min_score
+        return _score(quality_metrics) >= floor
+
+    # -- SFT export ------------------------------------------------------------------------
+
+    def export_sft(self, task_type: str | None = None, min_quality_score: float | None = None,
+                   limit: int | None = 5000) -> list[dict[str, Any]]:
+        """The seed's ``[{"messages": [...], "topic": ...}]`` (plus tools, segment_id, task_type,
+        quality_score, split), cleaned and redacted exactly as the files are; nothing written.
+        ``min_quality_score`` defaults to ULTRON_TRAJECTORY_SFT_SCORE_THRESHOLD (0.8)."""
+        from ultron.sft.export import build_examples
+
+        floor = self._sft_floor(min_quality_score)
+        examples = build_examples(self.db, self.settings, min_score=floor, task_type=task_type, limit=limit,
+                                  eligible=lambda m: self.is_sft_eligible(m, floor))
+        return [ex.sdk_dict() for ex in examples]
+
+    def export_sft_dataset(self, task_type: str | None = None, min_quality_score: float | None = None,
+                           limit: int | None = 5000, progress: Callable[[int, int], None] | None = None,
+                           reuse_unchanged: bool = False) -> SFTExport:
+        """Write an export under ULTRON_HOME/sft/ (see ultron.sft.export); ``progress(done, total)``
+        is called as segments are processed. Returns the ``SFTExport`` (directory, files, manifest)."""
+        from ultron.sft.export import export_dataset
+
+        floor = self._sft_floor(min_quality_score)
+        return export_dataset(self.db, self.settings, min_score=floor, task_type=task_type, limit=limit,
+                              eligible=lambda m: self.is_sft_eligible(m, floor), progress=progress,
+                              reuse_unchanged=reuse_unchanged)
+
+    def _sft_floor(self, min_quality_score: float | None) -> float:
+        return self.settings.trajectory_sft_score_threshold if min_quality_score is None else min_quality_score
 
     def get_trajectory_stats(self) -> dict[str, Any]:
         s = self.settings

@@ -16,7 +16,7 @@ depends_on = None
 
 #: The vector column's dimension: all-MiniLM-L6-v2's. Another embedder must produce
 #: this many dimensions (the OpenAI-compatible provider asks for it) or be switched to
-#: with `ultron reembed`, which rebuilds the column; vector spaces are never mixed.
+#: with `ultron reembed` (same dimension only; another needs a new store); vector spaces are never mixed.
 EMBEDDING_DIM = 384
 NOW = sa.text("now()")
 

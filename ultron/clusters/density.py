@@ -1,0 +1,116 @@
+"""Density clustering of memory embeddings with HDBSCAN, sized to the store.
+
+Embeddings are unit-normalised first, so Euclidean distance orders pairs exactly as
+cosine distance does (``|a - b|² = 2 - 2 cos``) and HDBSCAN's fast Euclidean trees apply.
+
+Two pipelines, chosen by the number of vectors (measured in ``benchmarks/clustering.py``):
+
+* up to :data:`EXACT_MAX` vectors: HDBSCAN's ``generic`` algorithm on the raw 384-d
+  vectors. It builds the dense pairwise matrix with BLAS, which at this size is both the
+  fastest path and exact; its memory (about 18·n² bytes) is what caps it.
+* above that: PCA down to :data:`PCA_DIMS` dimensions, then HDBSCAN's default
+  Borůvka KD-tree. Raw 384-d vectors defeat the tree (every query visits most leaves);
+  128 dimensions keep the clusters that matter (size >= 5) while the tree works again.
+  At 64 dimensions HDBSCAN is faster still but loses many small clusters to noise.
+
+HDBSCAN finds clusters as dense regions *against a sparser background*; a small store
+about one topic has no background, and HDBSCAN calls it all noise (asked to allow a
+single cluster, it keeps an arbitrary dense core of three). So when it finds nothing,
+the store gets one cluster of the memories whose cosine to their common centre reaches
+the threshold that admits an upload to a cluster between runs, if there are enough of them.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+#: Largest store clustered exactly on raw vectors (dense matrix about 650 MB at 6,000).
+EXACT_MAX = 6000
+#: Dimensions kept by PCA for larger stores.
+PCA_DIMS = 128
+#: Rows whose spread is below this are one point (identical memories).
+IDENTICAL_SPREAD = 1e-6
+NOISE = -1
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """float64 unit rows; a zero row stays zero (it ends up as noise, never a crash)."""
+    m = np.asarray(vectors, dtype=np.float64)
+    if m.ndim != 2:
+        raise ValueError(f"expected a 2-d array of embeddings, got shape {m.shape}")
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.where(norms > 0, norms, 1.0)
+
+
+def centroid(vectors: np.ndarray) -> np.ndarray:
+    """Normalised mean direction of unit vectors (the cosine centre of a cluster)."""
+    mean = normalise(vectors).mean(axis=0)
+    norm = np.linalg.norm(mean)
+    return (mean / norm if norm > 0 else mean).astype(np.float32)
+
+
+def pipeline_for(n: int) -> str:
+    """Which pipeline :func:`cluster_labels` uses for ``n`` vectors (reported in run metadata)."""
+    return "exact (generic, raw 384-d)" if n <= EXACT_MAX else f"pca{PCA_DIMS} + boruvka_kdtree"
+
+
+def reduce_dims(x: np.ndarray, dims: int = PCA_DIMS) -> np.ndarray:
+    """PCA to ``dims`` (deterministic: fixed random_state), then unit rows again."""
+    from sklearn.decomposition import PCA
+
+    keep = min(dims, x.shape[1], x.shape[0] - 1)
+    if keep >= x.shape[1]:
+        return x
+    return normalise(PCA(keep, svd_solver="randomized", random_state=0).fit_transform(x))
+
+
+def cluster_labels(vectors: np.ndarray, min_cluster_size: int, min_samples: int | None = None, *,
+                   single_topic_cosine: float = 0.75, exact_max: int = EXACT_MAX,
+                   pca_dims: int = PCA_DIMS) -> np.ndarray:
+    """One label per row (``-1`` = noise), labels numbered 0..k-1.
+
+    Handles the edge cases a real store has: fewer rows than a cluster needs (all
+    noise), all rows identical (one cluster), and a store about one topic (one cluster
+    of the rows within ``single_topic_cosine`` of its centre, see the module docstring)."""
+    x = normalise(vectors)
+    n = len(x)
+    min_cluster_size = max(2, int(min_cluster_size))
+    if n < min_cluster_size:
+        return np.full(n, NOISE, dtype=np.int64)
+    if float(np.ptp(x, axis=0).max()) < IDENTICAL_SPREAD:
+        return np.zeros(n, dtype=np.int64)
+    samples = max(1, min(int(min_samples or min_cluster_size), n - 1))
+    if n <= exact_max:
+        data, algorithm = x, "generic"
+    else:
+        data, algorithm = reduce_dims(x, pca_dims), "boruvka_kdtree"
+    labels = _hdbscan(data, min_cluster_size, samples, algorithm)
+    if labels.max(initial=NOISE) == NOISE:
+        labels = single_topic(x, single_topic_cosine, min_cluster_size)
+    return labels
+
+
+def single_topic(x: np.ndarray, cosine: float, min_cluster_size: int) -> np.ndarray:
+    """One cluster of the rows within ``cosine`` of their centre (centre refined once), or all noise."""
+    labels = np.full(len(x), NOISE, dtype=np.int64)
+    inside = np.ones(len(x), dtype=bool)
+    for _ in range(2):
+        if inside.sum() < min_cluster_size:
+            return labels
+        inside = x @ centroid(x[inside]).astype(np.float64) >= cosine
+    if inside.sum() >= min_cluster_size:
+        labels[inside] = 0
+    return labels
+
+
+def _hdbscan(data: np.ndarray, min_cluster_size: int, min_samples: int, algorithm: str) -> np.ndarray:
+    import hdbscan
+
+    with warnings.catch_warnings():
+        # duplicate rows give zero distances (infinite density); HDBSCAN copes but warns
+        warnings.simplefilter("ignore", RuntimeWarning)
+        model = hdbscan.HDBSCAN(min_cluster_size=min_cluster_size, min_samples=min_samples,
+                                algorithm=algorithm, core_dist_n_jobs=1)
+        return np.asarray(model.fit_predict(data), dtype=np.int64)

@@ -1,0 +1,252 @@
+"""SkillService: crystallise knowledge clusters into versioned, searchable skills.
+
+One evolution run looks at every active cluster that is ready (see
+``ultron.db.skills.ready_clusters``) and, for each: synthesises a skill (the LLM, or
+the offline rules when there is none or it fails), redacts it, grounds and gates it,
+and publishes it (files first, then the row, in one transaction) or records why not.
+Every attempt is written on the cluster with the member ids it saw, so a cluster
+that failed waits for new members and a finished run repeated changes nothing and
+calls no model.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ultron.db import skills as store
+from ultron.db.memories import MemoryRecord
+from ultron.llm.errors import LLMError
+from ultron.skills import gate as quality
+from ultron.skills.draft import SkillDraft
+from ultron.skills.render import SkillHeader, meta_json, render_meta, render_skill_md, write_skill_dir
+from ultron.skills.synthesis import synthesize, topic_from
+from ultron.skills.versioning import FIRST_VERSION, latest, next_minor, slug_candidates, slugify
+
+log = logging.getLogger("ultron.skills")
+
+
+@dataclass
+class EvolutionReport:
+    """What one run did, cluster by cluster (the skills asset shows it as metadata)."""
+
+    ready: int = 0
+    published: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    not_better: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    superseded: list[dict[str, str]] = field(default_factory=list)
+    llm_fallbacks: int = 0
+    llm_calls: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ready": self.ready, "published": list(self.published), "failed": list(self.failed),
+                "not_better": list(self.not_better), "skipped": list(self.skipped),
+                "superseded": list(self.superseded), "llm_fallbacks": self.llm_fallbacks,
+                "llm_calls": self.llm_calls, "seconds": round(self.seconds, 3)}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    slug: str
+    version: str
+    parent_version: str | None
+    current_score: float | None
+    superseded_slugs: tuple[str, ...]
+
+
+class SkillService:
+    def __init__(self, memory) -> None:
+        self.memory = memory
+        self.db = memory.db
+        self.settings = memory.settings
+
+    # -- evolution ---------------------------------------------------------------------------
+
+    def run_skill_evolution(self) -> EvolutionReport:
+        """Crystallise ready clusters, re-crystallise grown ones; see the module docstring."""
+        report = EvolutionReport()
+        started = time.perf_counter()
+        provider = self.memory.provider
+        usage_before = provider.usage.snapshot() if getattr(provider, "usage", None) is not None else None
+        with self.db.engine.connect() as lock_conn:
+            store.lock_evolution(lock_conn)
+            lock_conn.commit()
+            try:
+                with self.db.engine.connect() as conn:
+                    ready = store.ready_clusters(conn, self.settings.crystallization_threshold,
+                                                 self.settings.recrystallization_delta)
+                report.ready = len(ready)
+                for cluster in ready:
+                    self._evolve(cluster, report)
+            finally:
+                store.unlock_evolution(lock_conn)
+                lock_conn.commit()
+        if usage_before is not None:
+            report.llm_calls = provider.usage.since(usage_before).calls
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _evolve(self, cluster: store.ClusterState, report: EvolutionReport) -> None:
+        redactor = self.memory.redactor
+        with self.db.engine.connect() as conn:
+            records = store.cluster_members(conn, cluster.id)
+            members = [_member(r) for r in records]
+            topic = redactor.redact(cluster.topic.strip()) or topic_from(members)
+            plan = self._plan(conn, cluster, topic)
+        member_ids = [m["id"] for m in members]
+        draft = self._synthesize(topic, members, report)
+        draft = draft.map_text(redactor.redact)
+        grounding = quality.ground(draft, members)
+        header = SkillHeader(slug=plan.slug, version=plan.version, cluster_id=cluster.id, topic=topic,
+                             parent_version=plan.parent_version, memory_ids=tuple(member_ids),
+                             superseded_slugs=plan.superseded_slugs)
+        evidence = [{"id": r.id, "memory_type": r.memory_type, "summary": redactor.redact(r.summary_l0 or "")}
+                    for r in records]
+        result = quality.evaluate(grounding, render_skill_md(grounding.draft, header, evidence), plan.slug, members)
+        entry = {"cluster_id": cluster.id, "slug": plan.slug, "version": plan.version, "score": result.score,
+                 "generator": draft.generator}
+        if not result.passed:
+            reason = f"quality gate: {result.reason}"
+            self._record(cluster, member_ids, "failed", reason)
+            report.failed.append({**entry, "reason": reason})
+            log.info("cluster %s: skill %s not published: %s", cluster.id, plan.slug, reason)
+            return
+        if plan.current_score is not None and result.score <= plan.current_score:
+            reason = (f"score {result.score:.4f} does not beat {plan.parent_version}'s {plan.current_score:.4f}")
+            self._record(cluster, member_ids, "not_better", reason)
+            report.not_better.append({**entry, "current_version": plan.parent_version,
+                                      "current_score": plan.current_score, "reason": reason})
+            return
+        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        header = replace(header, score=result.score, scores=result.scores, created_at=created)
+        skill_md = render_skill_md(grounding.draft, header, evidence)
+        meta = render_meta(grounding.draft, header, result.to_dict())
+        self.memory.check_embedding_profile()
+        embedding = self.memory.embedder.embed_one(grounding.draft.embedding_text())
+        published = self._publish(cluster, plan, grounding.draft, skill_md, meta, member_ids, result, embedding)
+        if published is None:
+            report.skipped.append({**entry, "reason": "the cluster changed while the skill was being made"})
+            return
+        report.published.append({**entry, "parent_version": plan.parent_version, "path": published["path"],
+                                 "skill_md": skill_md})
+        report.superseded.extend(published["superseded"])
+
+    def _plan(self, conn, cluster: store.ClusterState, topic: str) -> _Plan:
+        """Slug and version of the skill this attempt would publish."""
+        merged = [s for s in cluster.superseded_slugs if s]
+        if cluster.skill_slug:
+            slug = cluster.skill_slug
+        else:
+            fallback = "skill-" + (slugify(cluster.id)[:12] or "cluster")
+            base = slugify(topic, fallback=fallback)
+            candidates = slug_candidates(base)
+            taken = store.taken_slugs(conn, candidates, cluster.id)
+            # A skill merged into this cluster under the same name continues its own line.
+            slug = next((c for c in candidates if c not in taken or c in merged), f"{base}-{fallback}")
+        current = store.get_skill(conn, slug)
+        if current is not None:
+            version, parent, score = next_minor(current["version"]), current["version"], float(current["score"])
+        else:
+            last = latest(store.versions_of(conn, slug))
+            version, parent, score = (next_minor(last), last, None) if last else (FIRST_VERSION, None, None)
+        return _Plan(slug, version, parent, score, tuple(s for s in dict.fromkeys(merged) if s != slug))
+
+    def _synthesize(self, topic: str, members: list[dict[str, Any]], report: EvolutionReport) -> SkillDraft:
+        """The provider's skill (the LLM, or the rules for the offline provider); the rules
+        when the LLM fails, counted in the report."""
+        from ultron.llm.providers import validate_skill
+
+        provider = self.memory.provider
+        if hasattr(provider, "synthesize_skill"):
+            try:
+                return SkillDraft.from_dict(provider.synthesize_skill(topic, members), provider.name)
+            except LLMError as exc:
+                report.llm_fallbacks += 1
+                log.warning("skill synthesis by rules (LLM unavailable or invalid: %s)", exc)
+        return SkillDraft.from_dict(validate_skill(synthesize(topic, members), allow_no_steps=True), "rules")
+
+    def _publish(self, cluster: store.ClusterState, plan: _Plan, draft: SkillDraft, skill_md: str,
+                 meta: dict[str, Any], member_ids: list[str], result: quality.GateResult, embedding
+                 ) -> dict[str, Any] | None:
+        root = self.settings.skills_dir
+        dirname = f"{plan.slug}-{plan.version}"
+        written: Path | None = None
+        try:
+            with self.db.engine.begin() as conn:
+                now = store.cluster_state(conn, cluster.id, lock=True)
+                if now is None or now.attempted_at != cluster.attempted_at or now.skill_slug != cluster.skill_slug:
+                    return None
+                superseded = store.supersede(conn, [plan.slug, *plan.superseded_slugs])
+                store.insert_skill(conn, slug=plan.slug, version=plan.version, parent_version=plan.parent_version,
+                                   cluster_id=cluster.id, name=draft.name, description=draft.description,
+                                   skill_md=skill_md, meta=meta, memory_ids=member_ids, score=result.score,
+                                   superseded_slugs=plan.superseded_slugs, path=str(root / dirname),
+                                   embedding=embedding)
+                verdict = (f"published {plan.version} (score {result.score:.4f}"
+                           + (f" > {plan.current_score:.4f}" if plan.current_score is not None else "") + ")")
+                store.record_attempt(conn, cluster.id, member_ids, "published", verdict, skill_slug=plan.slug)
+                # The files go in place last, inside the transaction: the row insert above
+                # already proved no other version owns this name, and if the commit fails
+                # the directory is taken away again.
+                written = write_skill_dir(root, dirname, {"SKILL.md": skill_md, "_meta.json": meta_json(meta)})
+        except BaseException:
+            if written is not None:
+                shutil.rmtree(written, ignore_errors=True)
+            raise
+        return {"path": str(written), "superseded": [{"slug": s, "version": v} for s, v in superseded]}
+
+    def _record(self, cluster: store.ClusterState, member_ids: list[str], status: str, reason: str) -> None:
+        with self.db.engine.begin() as conn:
+            store.record_attempt(conn, cluster.id, member_ids, status, reason)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def search_skills(self, query: str, limit: int = 5) -> list[dict[str, Any]]:
+        """Current skills nearest to the query through the HNSW index, at or above the
+        similarity floor (``ULTRON_SEARCH_MIN_SCORE``)."""
+        if not isinstance(query, str) or not query.strip() or limit <= 0:
+            return []
+        self.memory.check_embedding_profile()
+        q = self.memory.embedder.embed_one(query)
+        with self.db.engine.begin() as conn:
+            store.use_vector_index(conn, max(self.settings.hnsw_ef_search, limit))
+            rows = store.search(conn, q, limit)
+        out = []
+        for r in rows:
+            sim = float(r.pop("similarity"))
+            if sim < self.settings.search_min_score:
+                continue
+            out.append({**r, "similarity": round(sim, 4)})
+        return out
+
+    def get_skill(self, slug: str, version: str | None = None) -> dict[str, Any] | None:
+        """The current version of ``slug`` (or the given version), SKILL.md included."""
+        if not isinstance(slug, str) or not slug.strip():
+            return None
+        with self.db.engine.connect() as conn:
+            return store.get_skill(conn, slug.strip(), version)
+
+    def list_skills(self, include_superseded: bool = False) -> list[dict[str, Any]]:
+        with self.db.engine.connect() as conn:
+            return store.list_skills(conn, include_superseded)
+
+    def stats(self) -> dict[str, Any]:
+        s = self.settings
+        with self.db.engine.connect() as conn:
+            skills = store.skill_counts(conn)
+            clusters = store.cluster_counts(conn, s.crystallization_threshold, s.recrystallization_delta)
+        return {"current": skills["current"], "superseded": skills["superseded"],
+                "clusters_active": clusters["active"], "clusters_with_skill": clusters["with_skill"],
+                "clusters_ready": clusters["ready"], "clusters_waiting": clusters["waiting"]}
+
+
+def _member(r: MemoryRecord) -> dict[str, Any]:
+    return {"id": r.id, "memory_type": r.memory_type, "content": r.content, "context": r.context,
+            "resolution": r.resolution, "tags": list(r.tags)}
