@@ -266,3 +266,34 @@ def test_llm_garbage_or_outage_falls_back_to_rules_and_is_counted(ultron, settin
     assert report.clusters == 3 and report.topics_llm == 0 and report.topics_rules == 3
     assert report.llm_failures == 2  # one invalid answer, one outage; after that no more waiting on it
     assert all(" · " in c["topic"] for c in ClusterService(ultron.memory).list_clusters())
+
+
+@pytest.mark.parametrize("survivor_slug", [None, "docker-deps"])
+def test_a_merge_keeps_the_larger_cluster_and_its_skills(ultron, clusters, survivor_slug):
+    """Two previous clusters whose members now form one: the one with more of them keeps
+    its id; the other dissolves, and its skill carries on or is superseded."""
+    members = seed(ultron)
+    clusters.run_clustering()
+    docker = by_topic_word(clusters)["docker"]
+    with ultron.db.engine.begin() as conn:
+        # as if an earlier run had split the docker memories: 2 of 6 in a cluster of their own
+        conn.execute(sa.text("INSERT INTO knowledge_clusters (id, topic, size, skill_slug, attempt_member_ids, "
+                             "attempt_status, centroid) SELECT 'split-off', 'pip', 2, 'pip-in-docker', :ami, "
+                             "'published', centroid FROM knowledge_clusters WHERE id = :d"),
+                     {"d": docker["id"], "ami": members["docker"][:2]})
+        conn.execute(sa.text("UPDATE memory_records SET cluster_id = 'split-off' WHERE id = ANY(:ids)"),
+                     {"ids": members["docker"][:2]})
+        conn.execute(sa.text("UPDATE knowledge_clusters SET skill_slug = :s WHERE id = :d"),
+                     {"s": survivor_slug, "d": docker["id"]})
+    report = clusters.run_clustering()
+    assert (report.clusters, report.kept, report.new, report.merged, report.dissolved) == (3, 3, 0, 1, 1)
+    assert report.topics_rules == 1  # only the merged cluster is relabelled
+    survivor = clusters.get_cluster(docker["id"])
+    assert survivor["size"] == 6 and survivor["status"] == "active"
+    if survivor_slug is None:  # the only skill in the merge carries on, with its crystallisation record
+        assert survivor["skill_slug"] == "pip-in-docker" and survivor["superseded_slugs"] == []
+        assert survivor["attempt_member_ids"] == members["docker"][:2] and survivor["attempt_status"] == "published"
+    else:
+        assert survivor["skill_slug"] == "docker-deps" and survivor["superseded_slugs"] == ["pip-in-docker"]
+    gone = clusters.get_cluster("split-off")
+    assert gone["status"] == "dissolved" and gone["size"] == 0

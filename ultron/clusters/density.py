@@ -8,10 +8,13 @@ Two pipelines, chosen by the number of vectors (measured in ``benchmarks/cluster
 * up to :data:`EXACT_MAX` vectors: HDBSCAN's ``generic`` algorithm on the raw 384-d
   vectors. It builds the dense pairwise matrix with BLAS, which at this size is both the
   fastest path and exact; its memory (about 18·n² bytes) is what caps it.
-* above that: PCA down to :data:`PCA_DIMS` dimensions, then HDBSCAN's default
-  Borůvka KD-tree. Raw 384-d vectors defeat the tree (every query visits most leaves);
-  128 dimensions keep the clusters that matter (size >= 5) while the tree works again.
-  At 64 dimensions HDBSCAN is faster still but loses many small clusters to noise.
+* above that: PCA down to :data:`PCA_DIMS` dimensions, then HDBSCAN's Prim KD-tree
+  algorithm (what HDBSCAN itself picks above 60 dimensions; its Borůvka KD-tree is
+  three times slower here). Raw 384-d vectors defeat the tree (every query visits most
+  leaves); 128 dimensions keep the clusters that matter (size >= 5) at a fraction of the
+  cost. At 64 or 96 dimensions it is faster still but loses small clusters to noise.
+  Measured on 2 cores: 5,000 memories 0.6 s exact vs 7.4 s for plain HDBSCAN on raw
+  vectors; 20,000 memories 42 s vs 143 s, recovering 99.3% vs 99.8% of the topics.
 
 HDBSCAN finds clusters as dense regions *against a sparser background*; a small store
 about one topic has no background, and HDBSCAN calls it all noise (asked to allow a
@@ -53,7 +56,7 @@ def centroid(vectors: np.ndarray) -> np.ndarray:
 
 def pipeline_for(n: int) -> str:
     """Which pipeline :func:`cluster_labels` uses for ``n`` vectors (reported in run metadata)."""
-    return "exact (generic, raw 384-d)" if n <= EXACT_MAX else f"pca{PCA_DIMS} + boruvka_kdtree"
+    return "exact (generic, raw 384-d)" if n <= EXACT_MAX else f"pca{PCA_DIMS} + prims_kdtree"
 
 
 def reduce_dims(x: np.ndarray, dims: int = PCA_DIMS) -> np.ndarray:
@@ -85,7 +88,7 @@ def cluster_labels(vectors: np.ndarray, min_cluster_size: int, min_samples: int 
     if n <= exact_max:
         data, algorithm = x, "generic"
     else:
-        data, algorithm = reduce_dims(x, pca_dims), "boruvka_kdtree"
+        data, algorithm = reduce_dims(x, pca_dims), "prims_kdtree"
     labels = _hdbscan(data, min_cluster_size, samples, algorithm)
     if labels.max(initial=NOISE) == NOISE:
         labels = single_topic(x, single_topic_cosine, min_cluster_size)

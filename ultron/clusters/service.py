@@ -66,6 +66,7 @@ class _NewCluster:
     topic: str = ""
     needs_topic: bool = True
     centroid: np.ndarray | None = None
+    absorbed: list[str] = field(default_factory=list)  # previous clusters merged into this one
     skill: SkillState | None = None  # set when merges changed the skill state
 
 
@@ -140,14 +141,9 @@ class ClusterService:
                 continue
             c.id, c.previous = kept_id, previous_rows[kept_id]
             report.kept += 1
-            absorbed = matching.absorbed_into(kept_id)
-            if absorbed:
-                merged = merge_skill_state(_skill_state(c.previous), [_skill_state(previous_rows[a])
-                                                                       for a in absorbed])
-                if merged != _skill_state(c.previous):
-                    c.skill = merged
+            c.absorbed = matching.absorbed_into(kept_id)
             c.topic = c.previous.get("topic") or ""
-            c.needs_topic = materially_changed(previous_members[kept_id], members, merged=bool(absorbed),
+            c.needs_topic = materially_changed(previous_members[kept_id], members, merged=bool(c.absorbed),
                                                topic=c.topic)
         report.merged = len(matching.absorbed)
         report.dissolved = len(matching.absorbed) + len(matching.dissolved)
@@ -156,6 +152,7 @@ class ClusterService:
 
         with self.db.engine.begin() as conn:
             store.lock_for_batch_write(conn)
+            self._merge_skills(conn, [c for c in new if c.absorbed])
             store.insert_clusters(conn, [{"id": c.id, "topic": c.topic, "size": len(c.members),
                                           "centroid": c.centroid} for c in new if c.previous is None])
             store.update_clusters(conn, [{"id": c.id, "topic": c.topic, "size": len(c.members),
@@ -173,6 +170,21 @@ class ClusterService:
         report.sizes = sorted(({"id": c.id, "topic": c.topic, "size": sizes.get(c.id, len(c.members))}
                                for c in new), key=lambda s: (-s["size"], s["topic"], s["id"]))
         return report
+
+    @staticmethod
+    def _merge_skills(conn: "sa.Connection", survivors: list[_NewCluster]) -> None:
+        """Skill state after merges, from the rows as they are now (locked): the skill hub
+        may have published a skill since the snapshot was read."""
+        if not survivors:
+            return
+        rows = store.cluster_rows(conn, [x for c in survivors for x in [c.id, *c.absorbed]], lock=True)
+        for c in survivors:
+            if c.id not in rows:
+                continue
+            before = _skill_state(rows[c.id])
+            merged = merge_skill_state(before, [_skill_state(rows[a]) for a in c.absorbed if a in rows])
+            if merged != before:
+                c.skill = merged
 
     # -- topics ---------------------------------------------------------------------------
 

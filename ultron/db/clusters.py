@@ -56,6 +56,15 @@ def active_clusters(conn: sa.Connection) -> list[dict[str, Any]]:
         f"SELECT {CLUSTER_COLS} FROM knowledge_clusters WHERE status = 'active' ORDER BY id"))]
 
 
+def cluster_rows(conn: sa.Connection, ids: Sequence[str], *, lock: bool = False) -> dict[str, dict[str, Any]]:
+    """Cluster rows by id (any status), optionally locked for the rest of the transaction."""
+    if not ids:
+        return {}
+    sql = f"SELECT {CLUSTER_COLS} FROM knowledge_clusters WHERE id = ANY(:ids) ORDER BY id"
+    rows = conn.execute(sa.text(sql + (" FOR UPDATE" if lock else "")), {"ids": sorted(set(ids))})
+    return {r.id: dict(r._mapping) for r in rows}
+
+
 def member_texts(conn: sa.Connection, ids: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
     """Text fields of active memories (all of them, or the given ids) for topic labels."""
     sql = "SELECT id, content, context, resolution, tags, summary_l0 FROM memory_records WHERE status = 'active'"
