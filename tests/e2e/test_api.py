@@ -19,6 +19,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from tests.storage.test_skill_storage import KUBE
+
 from tests.conftest import TEST_HOME, write_jsonl
 
 TOKEN = "test-token-0123456789abcdef"
@@ -361,20 +363,6 @@ def test_odd_requests_never_get_a_500(api):
 
 # -- skills and stats --------------------------------------------------------------------------------
 
-KUBE = [
-    ("Pod stuck in CrashLoopBackOff after the deploy", "kubernetes deployment of the api service",
-     "Run `kubectl logs deploy/api --previous` to read the crash. Fix the missing DATABASE_URL env var in the "
-     "deployment manifest."),
-    ("CrashLoopBackOff: the container exits with code 1 on start", "kubernetes staging cluster, payments pod",
-     "Run `kubectl describe pod payments` to see the last state. Set the missing env var in the ConfigMap."),
-    ("api pod restarts forever, liveness probe failing", "kubernetes production namespace",
-     "Raise initialDelaySeconds of the liveness probe. Run `kubectl rollout restart deploy/api`."),
-    ("Worker pod OOMKilled then CrashLoopBackOff", "kubernetes batch workers",
-     "Increase the memory limit in the deployment manifest. Run `kubectl rollout restart deploy/worker`."),
-    ("Pod keeps crashing because a secret is not mounted", "kubernetes cluster for the web frontend",
-     "Create the missing secret with `kubectl create secret generic web-env`. Run `kubectl rollout restart "
-     "deploy/web`."),
-]
 
 
 @pytest.fixture
