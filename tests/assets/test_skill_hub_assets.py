@@ -33,8 +33,10 @@ def metadata(result, asset):
 
 
 @pytest.fixture
-def examples_ingested(client, dagster_instance, tmp_path):
-    """Every example session through the per-partition assets, as the sensor's runs do."""
+def examples_ingested(client, dagster_instance, tmp_path, monkeypatch):
+    """Every example session through the per-partition assets, as the sensor's runs do,
+    embedded by the real default model: which memories belong together is what is tested."""
+    monkeypatch.setenv("ULTRON_EMBEDDING_PROVIDER", "local")
     for path in sorted(EXAMPLES.glob("*.jsonl")):
         copy = shutil.copy(path, tmp_path / path.name)
         key = partition_key("examples", Path(copy))
@@ -53,7 +55,7 @@ def test_examples_crystallise_into_a_skill_on_disk(examples_ingested, dagster_in
     assert c["clusters_table"].value.records, "the Docker dependency fixes form a cluster"
     s = metadata(result, "skills")
     previews = [k for k in s if k.startswith("preview_")]
-    assert previews, dict(s)
+    assert previews, [r.data for r in c["clusters_table"].value.records]
     md = s[previews[0]].value
     assert md.startswith("---") and "name:" in md and "description:" in md and "metadata:" in md
     [current] = [sk for sk in examples_ingested.skills.list_skills()][:1]

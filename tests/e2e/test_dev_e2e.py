@@ -78,8 +78,9 @@ def wait_for(predicate, timeout: float, what: str, log_tail, proc):
 def test_ultron_dev_runs_the_whole_graph_on_the_examples(tmp_path):
     port, api_port = free_port(), free_port()
     home = tmp_path / "home"
+    # The default embedder, as a user gets it: whether the examples cluster into a skill is under test.
     env = {**os.environ, "ULTRON_HOME": str(home), "ULTRON_SENSOR_INTERVAL_SECONDS": "2",
-           "ULTRON_API_PORT": str(api_port)}
+           "ULTRON_API_PORT": str(api_port), "ULTRON_EMBEDDING_PROVIDER": "local"}
     env.pop("ULTRON_API_TOKEN", None)
     log = open(tmp_path / "dev.log", "w")
 

@@ -41,7 +41,7 @@ GOOD_STEPS = [("Add pandas to requirements.txt", ["a", "b"]), ("Rebuild the imag
 def test_a_grounded_skill_passes_with_a_score():
     result, _ = check(draft(GOOD_STEPS, [("Installing pandas on the host", ["c"])]))
     assert result.passed and result.reasons == []
-    assert result.scores == {"grounding": 1.0, "coverage": 1.0, "corroboration": pytest.approx(2 / 3, abs=1e-3),
+    assert result.scores == {"grounding": 1.0, "coverage": 1.0, "corroboration": pytest.approx(2 / 9, abs=1e-3),
                              "structure": 1.0}
     assert 0 < result.score <= 1 and result.to_dict()["passed"]
 

@@ -33,9 +33,11 @@ def test_steps_come_from_resolutions_and_cite_their_memories():
     assert "Add pandas to requirements.txt" in texts
     assert step(skill, "Add pandas")["evidence"] == ["m1", "m3"]        # "Added ... and rebuilt" merged in
     assert set(step(skill, "Rebuild the image")["evidence"]) == {"m1", "m2", "m4"}
-    assert "Bash `docker compose build worker`" in texts and "Install it in the image, not on the host" in texts
-    every_id = {e for s in skill["steps"] for e in s["evidence"]}
-    assert every_id == {"m1", "m2", "m3", "m4", "m5"}
+    # what only one of five memories did is not on the main path: it is a decision branch
+    assert "Bash `docker compose build worker`" not in texts
+    assert "Install it in the image, not on the host" in [b["action"] for b in skill["branches"]]
+    cited = {e for item in skill["steps"] + skill["branches"] for e in item["evidence"]}
+    assert cited == {"m1", "m2", "m3", "m4", "m5"}
     # each step's words are in a memory it cites
     for s in skill["steps"]:
         assert any(tokens(s["text"]) <= tokens(" ".join(PANDAS[int(e[1]) - 1].values())) for e in s["evidence"]), s
@@ -45,21 +47,22 @@ def test_steps_follow_the_order_the_resolutions_do_them():
     skill = synthesize("pandas", PANDAS)
     texts = [s["text"] for s in skill["steps"]]
     assert texts.index("Add pandas to requirements.txt") < texts.index("Rebuild the image with `docker build -t app .`")
-    assert texts.index("Install it in the image, not on the host") < texts.index("Bash `docker compose build worker`")
     # what is done most comes first where the resolutions do not order it
     assert texts[0] == "Add pandas to requirements.txt"
 
 
 def test_near_duplicate_steps_merge_but_different_actions_on_the_same_thing_do_not():
-    members = [mem(i, f"error {i}", "", r) for i, r in enumerate([
-        "read_file requirements.txt; write_file requirements.txt",
-        "1. read_file: requirements.txt\n2. write_file: requirements.txt",
-        "Install numpy in the venv", "Uninstall numpy from the venv"], 1)]
+    members = [mem(i, f"error {i}", c, r) for i, (c, r) in enumerate([
+        ("project setup", "read_file requirements.txt; write_file requirements.txt"),
+        ("project setup", "1. read_file: requirements.txt\n2. write_file: requirements.txt"),
+        ("numpy missing from the venv", "Install numpy in the venv"),
+        ("two numpy versions in the venv", "Uninstall numpy from the venv")], 1)]
     skill = synthesize("venv", members)
     texts = [s["text"] for s in skill["steps"]]
     assert texts[:2] == ["read_file requirements.txt", "write_file requirements.txt"]
     assert [s["evidence"] for s in skill["steps"][:2]] == [["m1", "m2"], ["m1", "m2"]]
-    assert "Install numpy in the venv" in texts and "Uninstall numpy from the venv" in texts
+    actions = [b["action"] for b in skill["branches"]]
+    assert "Install numpy in the venv" in actions and "Uninstall numpy from the venv" in actions
 
 
 def test_variants_that_differ_in_a_word_are_shown_as_one():

@@ -939,6 +939,21 @@ def _explanation(d: _Digest, after_msg: int, before_msg: int) -> str:
     return _clip(" ".join(picked), 260)
 
 
+_DONE_VERB = re.compile(
+    r"\b(?:added|moved|replaced|changed|set|installed|copied|put|fixed|updated|removed|renamed|pinned|switched|"
+    r"rebuilt|reordered|upgraded|downgraded|created|edited|declared|configured|enabled|disabled)\b", _I)
+
+
+def _fix_summary(text: str) -> str:
+    """The agent's own account of what fixed it ("Added flask to requirements.txt and rebuilt
+    the image"): the first sentence after the fix that reports a change. It is the most
+    reusable part of an error memory, and tool gists alone ("write_file Dockerfile") lose it."""
+    for sent in _sentences(text[:1200])[:3]:
+        if len(sent) >= 12 and not _ASKS.search(sent) and (_DONE_VERB.search(sent) or _FIX_CUE.search(sent)):
+            return _clip(sent, 220)
+    return ""
+
+
 def _is_read(c: _Call) -> bool:
     """A call that only looks something up (the trajectory scorer's read/write split)."""
     try:
@@ -1058,8 +1073,12 @@ def _extract_errors(d: _Digest, task_type: str | None) -> tuple[list[dict[str, A
             res_parts.append(f"Then re-ran: {fix_gist}{status}")
         else:
             res_parts.append(f"Worked: {fix_gist}{status}")
-        resolution = " ".join(res_parts)
         j, after_text = d.next_assistant_text(fix.result_msg if fix.result_msg >= 0 else fix.msg)
+        summary = _fix_summary(after_text) if j >= 0 else ""
+        if summary and summary not in expl:
+            # right after the diagnosis: what was changed, in the agent's words, then the calls
+            res_parts.insert(1 if expl else 0, summary if summary.endswith((".", "!")) else summary + ".")
+        resolution = " ".join(res_parts)
         success = bool(_SUCCESS_WORD.search(fix.result[:600]) or _SUCCESS_WORD.search(after_text[:400])
                        or _USER_SUCCESS.search(d.next_user_text(fix.result_msg)[:400]))
         recurred = any(c.pos > fix.pos for c in repeats)

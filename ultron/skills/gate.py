@@ -18,7 +18,8 @@ The score in [0, 1] weighs what a reader of the skill cares about:
 
 * ``grounding`` (0.35): mean word overlap of each step with its best supporting memory;
 * ``coverage`` (0.25): share of the cluster's memories that support something in the skill;
-* ``corroboration`` (0.25): share of steps supported by two memories or more, so a skill
+* ``corroboration`` (0.25): how many independent memories back each step, averaged
+  (one memory 0, then a third more for each further one, full at four), so a skill
   re-distilled from more experience that confirms its steps scores higher;
 * ``structure`` (0.15): soft checks: situations given, two steps or more, pitfalls or
   branches present, a description of 20 characters or more, steps of at most 300.
@@ -40,6 +41,7 @@ MAX_STEP_CHARS = 1000
 MAX_DESCRIPTION_CHARS = 1024
 MAX_NAME_CHARS = 200
 MAX_BODY_CHARS = 32_000
+CORROBORATED = 3  # further memories behind a step at which it counts as fully corroborated
 WEIGHTS = {"grounding": 0.35, "coverage": 0.25, "corroboration": 0.25, "structure": 0.15}
 
 
@@ -185,7 +187,8 @@ def evaluate(grounding: Grounding, skill_md: str, slug: str, members: Sequence[d
     scores = {
         "grounding": round(sum(grounding.step_support) / len(steps), 4) if steps else 0.0,
         "coverage": round(len(supporters) / n, 4),
-        "corroboration": round(sum(len(s.evidence) >= 2 for s in steps) / len(steps), 4) if steps else 0.0,
+        "corroboration": round(sum(min(1.0, (len(s.evidence) - 1) / CORROBORATED) for s in steps) / len(steps), 4)
+        if steps else 0.0,
         "structure": round(soft_structure(draft), 4),
     }
     score = round(min(1.0, max(0.0, sum(WEIGHTS[k] * v for k, v in scores.items()))), 4)

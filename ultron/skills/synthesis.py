@@ -11,8 +11,11 @@ What a member memory gives:
   or the shorter one 80 % inside the longer), unless they open with different action
   verbs ("read x" / "write x"). Variants differing in a few words are shown as one
   ("lacks the redis/flask module", :func:`~ultron.skills.text.generalize`).
-* The ``MAX_STEPS`` steps with the most supporting memories are kept (first appearance
-  breaks ties), then put in procedure order: step A goes before step B when more
+* The main path holds the steps the members share: from four members on, a step needs
+  the support of a third of them (two at least); a fix only one memory made is what its
+  particular cause called for, so it is left to the decision branches. Of those, the
+  ``MAX_STEPS`` best supported are kept (first appearance breaks ties), then put in
+  procedure order: step A goes before step B when more
   resolutions do A before B than the other way round; among steps free to go next, the
   best supported (then the first seen) goes first. Precedence cycles are broken the
   same way.
@@ -20,8 +23,9 @@ What a member memory gives:
   causes (an error resolution's explanations, or any sentence naming one: "because",
   "missing", "wrong", ...), then the error lines of error and security memories (the
   symptoms to watch for, at most ``MAX_SYMPTOMS``).
-* **Decision branches** come from differing contexts: each memory's context gist (labels
-  and "Outcome:" left out) paired with its least shared step ("If <context> → <step>"),
+* **Decision branches** come from differing causes and contexts: each memory's most
+  specific stated cause (else its context gist, labels and "Outcome:" left out) paired
+  with its least shared step ("If <context> → <step>"),
   when that step is not on the main path (fewer than half the members do it): the
   context made the difference.
 * **When to use**: the topic, the most common symptom, and the terms that recur in the
@@ -102,8 +106,14 @@ def synthesize(topic: str, memories: Sequence[dict[str, Any]]) -> dict[str, Any]
     members = [m for m in memories if m.get("id")]
     topic = squash(topic) or topic_from(members)
     groups, by_member = _step_groups(members)
-    kept = procedure_order(sorted(groups, key=lambda g: (-g.support, g.first))[:MAX_STEPS], by_member)
-    pitfalls = _pitfalls(members, by_member)
+    ranked = sorted(groups, key=lambda g: (-g.support, g.first))
+    # The main path is what the members share; a fix only one or two of several memories
+    # made is what their particular cause called for, so it becomes a decision branch.
+    floor = max(2, math.ceil(len(members) / 3)) if len(members) >= 4 else 1
+    shared = [g for g in ranked if g.support >= floor]
+    kept = procedure_order((shared if len(shared) >= 2 else ranked)[:MAX_STEPS], by_member)
+    causes = _cause_groups(members, by_member)
+    pitfalls = _pitfalls(members, by_member, causes)
     name = clip(topic[:1].upper() + topic[1:], 80) if topic else "Untitled skill"
     return {
         "name": name,
@@ -111,7 +121,7 @@ def synthesize(topic: str, memories: Sequence[dict[str, Any]]) -> dict[str, Any]
         "when_to_use": _when_to_use(topic, members, pitfalls),
         "steps": [{"text": g.text(STEP_CHARS), "evidence": list(g.members)} for g in kept],
         "pitfalls": [{"text": g.text(PITFALL_CHARS), "evidence": list(g.members)} for g in pitfalls],
-        "branches": _branches(members, by_member, {id(g) for g in kept}),
+        "branches": _branches(members, by_member, {id(g) for g in kept}, causes),
     }
 
 
@@ -158,8 +168,9 @@ def procedure_order(steps: list[_Group], by_member: dict[str, list[_Group]]) -> 
 _ADVICE, _CAUSE_KIND, _SYMPTOM = 0, 1, 2
 
 
-def _pitfalls(members: Sequence[dict[str, Any]], by_member: dict[str, list[_Group]]) -> list[_Group]:
-    """Advice first (corrections, then stated causes), then symptoms; near-duplicates merged."""
+def _cause_groups(members: Sequence[dict[str, Any]], by_member: dict[str, list[_Group]]) -> list[_Group]:
+    """Every piece of advice, stated cause and symptom, near-duplicates merged (untruncated:
+    the branches look up each member's most specific cause here)."""
     found: list[_Group] = []
     for i, m in enumerate(members):
         kind = m.get("memory_type")
@@ -178,16 +189,28 @@ def _pitfalls(members: Sequence[dict[str, Any]], by_member: dict[str, list[_Grou
             line = first_sentence(str(m.get("content") or ""), PITFALL_CHARS)
             if tokens(line):
                 _merge_into(found, line, m["id"], (i, 0), _SYMPTOM)
-    found.sort(key=lambda g: (g.kind, -g.support, g.first))
+    return found
+
+
+def _pitfalls(members: Sequence[dict[str, Any]], by_member: dict[str, list[_Group]],
+              found: list[_Group] | None = None) -> list[_Group]:
+    """Advice first (corrections, then stated causes), then symptoms; near-duplicates merged."""
+    found = sorted(found if found is not None else _cause_groups(members, by_member),
+                   key=lambda g: (g.kind, -g.support, g.first))
     symptoms = [g for g in found if g.kind == _SYMPTOM][:MAX_SYMPTOMS]
     return ([g for g in found if g.kind != _SYMPTOM][:MAX_PITFALLS - len(symptoms)] + symptoms)[:MAX_PITFALLS]
 
 
 def _branches(members: Sequence[dict[str, Any]], by_member: dict[str, list[_Group]],
-              kept_ids: set[int]) -> list[dict[str, Any]]:
+              kept_ids: set[int], causes: Sequence[_Group] = ()) -> list[dict[str, Any]]:
     pairs: list[dict[str, Any]] = []
     for i, m in enumerate(members):
-        condition = context_gist(str(m.get("context") or ""), CONDITION_CHARS)
+        # The member's most specific stated cause says best when its fix applies
+        # ("requirements.txt lists gunicorn only"); its context is the fallback.
+        own = [g for g in causes if g.kind == _CAUSE_KIND and m["id"] in g.members and 2 * g.support < len(members)]
+        cause = min(own, key=lambda g: (g.support, g.first)) if own else None
+        condition = (clip(cause.variants[0], CONDITION_CHARS) if cause
+                     else context_gist(str(m.get("context") or ""), CONDITION_CHARS))
         mine = [g for g in by_member.get(m["id"], []) if 2 * g.support < len(members)]
         cwords = tokens(condition)
         if len(cwords) < 2 or not mine:
