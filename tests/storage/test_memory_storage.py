@@ -337,3 +337,17 @@ def test_raw_archive_switch_and_retention(client, tmp_path):
         assert session_store.purge_raw_archive(conn, 30) == 0
         conn.execute(sa.text("UPDATE raw_user_uploads SET created_at = now() - interval '31 days'"))
         assert session_store.purge_raw_archive(conn, 30) == 1
+
+
+def test_a_running_service_notices_when_the_store_switches_embedders(client, monkeypatch):
+    """A long-running server (ultron dev / serve) must not keep writing old vectors after
+    `ultron reembed` moved the store to another embedder in another process."""
+    import ultron.memory.service as service_module
+
+    client.upload_memory("ModuleNotFoundError: No module named 'pandas'", "docker", "pip install pandas")
+    with client.db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE embedding_profile SET name = 'another-model'"))
+    client.upload_memory("redis connection refused on start", "compose", "start redis first")  # still cached
+    monkeypatch.setattr(service_module, "PROFILE_RECHECK_SECONDS", 0.0)
+    with pytest.raises(EmbeddingProfileMismatch, match="another-model"):
+        client.upload_memory("flask is missing from the image", "docker", "add flask to requirements.txt")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Sequence
@@ -31,6 +32,7 @@ L1_TOKENS = 256
 RRF_K = 60
 TIER_BOOST = {"HOT": 1.2, "WARM": 1.0, "COLD": 0.8}
 DETAIL_LEVELS = ("l0", "l1")
+PROFILE_RECHECK_SECONDS = 60.0
 
 
 class EmbeddingProfileMismatch(RuntimeError):
@@ -75,6 +77,7 @@ class MemoryService:
         self._embedder = embedder
         self._redactor = redactor
         self._profile_checked = False
+        self._profile_checked_at = 0.0
 
     # -- collaborators (lazy: building them is slow) -----------------------------------------
 
@@ -102,9 +105,18 @@ class MemoryService:
 
     def check_embedding_profile(self) -> None:
         """Refuse to mix vector spaces: the first embedder to write owns the store."""
-        if self._profile_checked:
+        if self._profile_checked and time.monotonic() - self._profile_checked_at < PROFILE_RECHECK_SECONDS:
             return
         name, dim = self.embedder.name, self.embedder.dim
+        if self._profile_checked:
+            # A long-running server re-reads the profile now and then: after `ultron reembed`
+            # switched the store to another embedder, it must stop writing the old vectors.
+            with self.db.engine.connect() as conn:
+                profile = store.get_profile(conn)
+            if profile == (name, dim):
+                self._profile_checked_at = time.monotonic()
+                return
+            self._profile_checked = False
         with self.db.engine.begin() as conn:
             column = store.column_dim(conn)
             if dim != column:
@@ -123,6 +135,7 @@ class MemoryService:
                     f"ULTRON_EMBEDDING_MODEL back to {profile[0]}, or start a new store (another ULTRON_HOME or "
                     f"ULTRON_DATABASE_URL) for the new embedder.")
         self._profile_checked = True
+        self._profile_checked_at = time.monotonic()
 
     # -- upload ------------------------------------------------------------------------------
 
