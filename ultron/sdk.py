@@ -69,8 +69,6 @@ class Ultron:
     def ingest(self, paths: Iterable[str | os.PathLike[str]] | str, agent_id: str,
                progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
         """Ingest session .jsonl files and directories; see IngestReport for the per-file outcome."""
-        if progress is None:
-            return self.ingestion.ingest(paths, agent_id)
         return self.ingestion.ingest(paths, agent_id, progress=progress)
 
     def ingest_text(self, text: str, agent_id: str | None = None) -> dict[str, Any]:

@@ -37,19 +37,15 @@ class SFTExportConfig(dg.Config):
 )
 def sft_dataset(context: dg.AssetExecutionContext, config: SFTExportConfig, ultron: UltronResource
                 ) -> dg.MaterializeResult:
-    from ultron.sft.validate import validate_sft_file
+    from ultron.sft.validate import validate_export
 
     client = ultron.client()
     export = client.trajectory_service.export_sft_dataset(
         task_type=config.task_type, min_quality_score=config.min_score, limit=config.limit, reuse_unchanged=True)
     manifest = export.manifest
-    problems: dict[str, list] = {}
-    lines_checked = 0
-    for fmt, path in export.files.items():
-        result = validate_sft_file(path, fmt.split(".")[-1] if "." in fmt else fmt)
-        lines_checked += result.lines
-        if result.errors:
-            problems[path.name if hasattr(path, "name") else str(path)] = result.errors[:20]
+    results = validate_export(export.directory)
+    problems = {name: r.errors[:20] for name, r in results.items() if r.errors}
+    lines_checked = sum(r.lines for r in results.values())
     for name, errors in problems.items():
         for e in errors[:5]:
             context.log.error(f"{name}: line {e['line']}: {e['error']}")

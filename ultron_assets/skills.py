@@ -20,14 +20,11 @@ def skills_metadata(client, report: dict) -> dict:
         "| skill | version | memories | score |\n|---|---|---:|---:|\n" + "\n".join(
             f"| {s['slug']} | {s['version']} | {len(s.get('memory_ids') or [])} | {float(s.get('score') or 0):.2f} |"
             for s in current[:100]) if current else "(no skills yet)")
-    for i, item in enumerate((report.get("published") or [])[:PREVIEWS]):
-        skill = client.skills.get_skill(item["slug"])
-        if skill:
-            meta[f"preview_{i + 1}_{skill['slug']}"] = dg.MetadataValue.md(skill["skill_md"])
-    if report.get("published"):
-        first = client.skills.get_skill(report["published"][0]["slug"])
-        if first and first.get("path"):
-            meta["first_published_path"] = dg.MetadataValue.path(first["path"])
+    published = report.get("published") or []
+    for i, item in enumerate(published[:PREVIEWS]):  # each entry carries the SKILL.md it published
+        meta[f"preview_{i + 1}_{item['slug']}"] = dg.MetadataValue.md(item["skill_md"])
+    if published and published[0].get("path"):
+        meta["first_published_path"] = dg.MetadataValue.path(published[0]["path"])
     meta["skills_dir"] = dg.MetadataValue.path(str(client.settings.skills_dir))
     return meta
 
