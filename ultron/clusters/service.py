@@ -91,16 +91,14 @@ class ClusterService:
     def run_clustering(self) -> ClusteringReport:
         """Re-cluster every active memory; keep ids by member overlap; label what changed."""
         start = time.perf_counter()
-        import sqlalchemy as sa
-
         with self.db.engine.connect() as holder:
             # one batch at a time; the lock is on this connection's session
-            holder.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": store.RUN_LOCK})
+            store.lock_run(holder)
             holder.commit()
             try:
                 report = self._run()
             finally:
-                holder.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": store.RUN_LOCK})
+                store.unlock_run(holder)
                 holder.commit()
         report.seconds = round(time.perf_counter() - start, 3)
         log.info("clustering: %d clusters (%d new, %d kept, %d merged, %d dissolved), %d noise, %.1f s",
@@ -153,10 +151,11 @@ class ClusterService:
         with self.db.engine.begin() as conn:
             store.lock_for_batch_write(conn)
             self._merge_skills(conn, [c for c in new if c.absorbed])
-            store.insert_clusters(conn, [{"id": c.id, "topic": c.topic, "size": len(c.members),
-                                          "centroid": c.centroid} for c in new if c.previous is None])
-            store.update_clusters(conn, [{"id": c.id, "topic": c.topic, "size": len(c.members),
-                                          "centroid": c.centroid, "skill": c.skill} for c in new if c.previous])
+            # stored sizes are set once, by refresh_sizes below
+            store.insert_clusters(conn, [{"id": c.id, "topic": c.topic, "centroid": c.centroid}
+                                         for c in new if c.previous is None])
+            store.update_clusters(conn, [{"id": c.id, "topic": c.topic, "centroid": c.centroid, "skill": c.skill}
+                                         for c in new if c.previous])
             store.dissolve(conn, sorted(matching.absorbed) + matching.dissolved)
             assignment: list[str | None] = [None] * len(ids)
             for c in new:
@@ -195,17 +194,18 @@ class ClusterService:
         todo = [c for c in new if c.needs_topic]
         if not todo:
             return
+        reps = {c.id: self._representatives(c, vectors) for c in todo}
         with self.db.engine.connect() as conn:
             if self.memory.provider.name == "rules":
                 texts = store.member_texts(conn)
             else:
-                wanted = {ids[i] for c in todo for i in self._representatives(c, vectors)}
+                wanted = {ids[i] for c in todo for i in reps[c.id]}
                 texts = store.member_texts(conn, sorted(wanted))
         need_rules: list[_NewCluster] = []
         llm_up = self.memory.provider.name != "rules"
         for c in todo:
             sample = [topics.short_text(texts[ids[i]]["summary_l0"] or texts[ids[i]]["content"])
-                      for i in self._representatives(c, vectors) if ids[i] in texts]
+                      for i in reps[c.id] if ids[i] in texts]
             if not llm_up or not sample:
                 need_rules.append(c)
                 continue
@@ -227,8 +227,8 @@ class ClusterService:
                                                           t["tags"] or []))
                      for mid, t in texts.items()}
         clusters = {c.id: [ids[i] for i in c.members] for c in need_rules}
-        fallback = {c.id: topics.short_text(texts.get(ids[self._representatives(c, vectors)[0]], {})
-                                            .get("summary_l0") or "", 60) for c in need_rules}
+        fallback = {c.id: topics.short_text(texts.get(ids[reps[c.id][0]], {}).get("summary_l0") or "", 60)
+                    for c in need_rules}
         labels = topics.rules_labels(clusters, doc_terms, fallback)
         for c in need_rules:
             c.topic = labels[c.id]

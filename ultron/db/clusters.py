@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 import sqlalchemy as sa
 
-from ultron.db.memories import RECORD_COLS, MemoryRecord, vec
+from ultron.db.memories import RECORD_COLS, MemoryRecord, parse_vectors, vec
 
 #: Batch writes take this lock exclusively; assignments take it shared and skip (the
 #: memory waits for the next batch) instead of waiting when a batch is writing.
@@ -30,14 +30,6 @@ RUN_LOCK = 0x756C7472636D
 CLUSTER_COLS = ("id, topic, status, size, skill_slug, superseded_slugs, attempt_member_ids, attempt_status, "
                 "attempt_reason, attempted_at, created_at, updated_at")
 SIZE_BUCKETS = ((1, 2), (3, 4), (5, 9), (10, 19), (20, 49), (50, 99), (100, None))
-
-
-def parse_vectors(texts: Sequence[str], dim: int) -> np.ndarray:
-    """pgvector text forms to one float32 matrix, parsed in C (one call, not one float at a time)."""
-    if not texts:
-        return np.zeros((0, dim), dtype=np.float32)
-    flat = np.fromstring(",".join(t[1:-1] for t in texts), dtype=np.float32, sep=",")
-    return flat.reshape(len(texts), -1)
 
 
 # -- batch snapshot --------------------------------------------------------------------
@@ -78,26 +70,37 @@ def member_texts(conn: sa.Connection, ids: Sequence[str] | None = None) -> dict[
 # -- batch writes ------------------------------------------------------------------------
 
 
+def lock_run(conn: sa.Connection) -> None:
+    """Wait for :data:`RUN_LOCK`, held by this connection's session until :func:`unlock_run`."""
+    conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": RUN_LOCK})
+
+
+def unlock_run(conn: sa.Connection) -> None:
+    conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": RUN_LOCK})
+
+
 def lock_for_batch_write(conn: sa.Connection) -> None:
     conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK})
 
 
 def insert_clusters(conn: sa.Connection, rows: Sequence[dict[str, Any]]) -> None:
-    """rows: id, topic, size, centroid (array), skill fields as in :func:`update_clusters`."""
+    """rows: id, topic, centroid (array). The stored ``size`` starts at 0 and is set by
+    :func:`refresh_sizes`, which the batch run calls later in the same transaction."""
     if not rows:
         return
     conn.execute(sa.text(
         """
-        INSERT INTO knowledge_clusters (id, topic, status, size, centroid)
-        SELECT id, topic, 'active', size, CAST(c AS vector)
-        FROM unnest(CAST(:ids AS text[]), CAST(:topics AS text[]), CAST(:sizes AS int[]), CAST(:cents AS text[]))
-             AS t(id, topic, size, c)
+        INSERT INTO knowledge_clusters (id, topic, status, centroid)
+        SELECT id, topic, 'active', CAST(c AS vector)
+        FROM unnest(CAST(:ids AS text[]), CAST(:topics AS text[]), CAST(:cents AS text[])) AS t(id, topic, c)
         """), {"ids": [r["id"] for r in rows], "topics": [r["topic"] for r in rows],
-               "sizes": [r["size"] for r in rows], "cents": [vec(r["centroid"]) for r in rows]})
+               "cents": [vec(r["centroid"]) for r in rows]})
 
 
 def update_clusters(conn: sa.Connection, rows: Sequence[dict[str, Any]]) -> None:
-    """Kept clusters: new topic, size and centroid, and their skill state after merges.
+    """Kept clusters: new topic and centroid, and their skill state after merges. The stored
+    ``size`` is left to :func:`refresh_sizes`, which the batch run calls later in the same
+    transaction.
 
     The skill columns are only written for rows that absorbed another cluster
     (``skill`` given), so a concurrent skill-hub write to an untouched row is not undone."""
@@ -105,13 +108,12 @@ def update_clusters(conn: sa.Connection, rows: Sequence[dict[str, Any]]) -> None
         return
     conn.execute(sa.text(
         """
-        UPDATE knowledge_clusters k SET topic = t.topic, size = t.size, centroid = CAST(t.c AS vector),
+        UPDATE knowledge_clusters k SET topic = t.topic, centroid = CAST(t.c AS vector),
             status = 'active', updated_at = now()
-        FROM unnest(CAST(:ids AS text[]), CAST(:topics AS text[]), CAST(:sizes AS int[]), CAST(:cents AS text[]))
-             AS t(id, topic, size, c)
+        FROM unnest(CAST(:ids AS text[]), CAST(:topics AS text[]), CAST(:cents AS text[])) AS t(id, topic, c)
         WHERE k.id = t.id
         """), {"ids": [r["id"] for r in rows], "topics": [r["topic"] for r in rows],
-               "sizes": [r["size"] for r in rows], "cents": [vec(r["centroid"]) for r in rows]})
+               "cents": [vec(r["centroid"]) for r in rows]})
     for r in rows:
         skill = r.get("skill")
         if skill is None:
@@ -205,6 +207,8 @@ def join_cluster(conn: sa.Connection, cluster_id: str, memory_id: str, embedding
 
 # -- reads -------------------------------------------------------------------------------
 
+#: CLUSTER_COLS qualified with the ``k`` alias the reads below give knowledge_clusters.
+_K_CLUSTER_COLS = ", ".join("k." + c.strip() for c in CLUSTER_COLS.split(","))
 _LIVE = ("LEFT JOIN (SELECT cluster_id, count(*) AS live FROM memory_records WHERE status = 'active' "
          "AND cluster_id IS NOT NULL GROUP BY cluster_id) n ON n.cluster_id = k.id")
 
@@ -218,19 +222,17 @@ def _cluster(row: Any) -> dict[str, Any]:
 
 
 def list_clusters(conn: sa.Connection, include_dissolved: bool = False) -> list[dict[str, Any]]:
-    cols = ", ".join("k." + c.strip() for c in CLUSTER_COLS.split(","))
     where = "" if include_dissolved else "WHERE k.status = 'active'"
     rows = conn.execute(sa.text(
-        f"SELECT {cols}, n.live FROM knowledge_clusters k {_LIVE} {where} "
+        f"SELECT {_K_CLUSTER_COLS}, n.live FROM knowledge_clusters k {_LIVE} {where} "
         "ORDER BY (k.status = 'active') DESC, coalesce(n.live, 0) DESC, k.id"))
     return [_cluster(r) for r in rows]
 
 
 def get_cluster(conn: sa.Connection, cluster_id: str) -> dict[str, Any] | None:
-    cols = ", ".join("k." + c.strip() for c in CLUSTER_COLS.split(","))
     row = conn.execute(sa.text(
-        f"SELECT {cols}, (SELECT count(*) FROM memory_records m WHERE m.cluster_id = k.id AND m.status = 'active') "
-        "AS live FROM knowledge_clusters k WHERE k.id = :id"), {"id": cluster_id}).first()
+        f"SELECT {_K_CLUSTER_COLS}, (SELECT count(*) FROM memory_records m WHERE m.cluster_id = k.id "
+        "AND m.status = 'active') AS live FROM knowledge_clusters k WHERE k.id = :id"), {"id": cluster_id}).first()
     return _cluster(row) if row is not None else None
 
 

@@ -14,7 +14,6 @@ from typing import Any, Sequence
 import numpy as np
 import sqlalchemy as sa
 
-TYPES = ("error", "security", "correction", "pattern", "preference", "life")
 RECORD_COLS = (
     "id, memory_type, content, context, resolution, tags, summary_l0, overview_l1, kind, tools_used, confidence, "
     "tier, status, hit_count, last_hit_at, merge_pending, agent_id, segment_id, session_file, start_line, end_line, "
@@ -22,6 +21,8 @@ RECORD_COLS = (
 )
 
 RECORD_FIELDS = tuple(c.strip() for c in RECORD_COLS.split(","))
+#: RECORD_COLS of a memory_records table aliased ``m``.
+_M_RECORD_COLS = ", ".join("m." + c for c in RECORD_FIELDS)
 
 
 @dataclass
@@ -66,6 +67,10 @@ class MemoryRecord:
                     created_at=self.created_at.isoformat() if self.created_at else None)
         return base
 
+    def body(self) -> dict[str, str]:
+        """{content, context, resolution}: the text providers compare, merge and summarise."""
+        return {"content": self.content, "context": self.context, "resolution": self.resolution}
+
 
 def _record(row: Any) -> MemoryRecord:
     return MemoryRecord(**row._mapping)
@@ -74,6 +79,15 @@ def _record(row: Any) -> MemoryRecord:
 def vec(v: np.ndarray) -> str:
     """pgvector text form; passed as a parameter and cast in SQL."""
     return "[" + ",".join(f"{x:.7g}" for x in np.asarray(v, dtype=np.float32)) + "]"
+
+
+def parse_vectors(texts: Sequence[str], dim: int = 0, *, dtype: Any = np.float32) -> np.ndarray:
+    """pgvector text forms to one matrix (float32 unless told), parsed in C (one call, not one
+    float at a time); ``dim`` only shapes the empty result."""
+    if not texts:
+        return np.zeros((0, dim), dtype=dtype)
+    flat = np.fromstring(",".join(t[1:-1] for t in texts), dtype=dtype, sep=",")
+    return flat.reshape(len(texts), -1)
 
 
 # -- embedding profile -------------------------------------------------------------------
@@ -91,10 +105,16 @@ def set_profile(conn: sa.Connection, name: str, dim: int) -> None:
         {"n": name, "d": dim})
 
 
-def column_dim(conn: sa.Connection) -> int:
+def column_dim(conn: sa.Connection, table: str = "memory_records", column: str = "embedding") -> int:
+    """The declared size of a vector column (``vector(384)`` -> 384)."""
     return conn.execute(sa.text(
-        "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memory_records'::regclass AND attname = 'embedding'"
-    )).scalar_one()
+        "SELECT atttypmod FROM pg_attribute WHERE attrelid = CAST(:t AS regclass) AND attname = :c"),
+        {"t": table, "c": column}).scalar_one()
+
+
+def lock_profile(conn: sa.Connection) -> None:
+    """Writers of the profile take turns until the transaction ends."""
+    conn.execute(sa.text("LOCK TABLE embedding_profile IN EXCLUSIVE MODE"))
 
 
 # -- writes --------------------------------------------------------------------------------
@@ -223,7 +243,7 @@ def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, query_text: st
                        websearch_to_tsquery('english', :text) AS query
                   ORDER BY rank DESC LIMIT :k) f
         )
-        SELECT {', '.join('m.' + c.strip() for c in RECORD_COLS.split(','))}, ann.ann_rank, fts.fts_rank,
+        SELECT {_M_RECORD_COLS}, ann.ann_rank, fts.fts_rank,
                1 - (m.embedding <=> CAST(:q AS vector)) AS similarity
         FROM (SELECT id FROM ann UNION SELECT id FROM fts) c
         JOIN memory_records m ON m.id = c.id
@@ -284,7 +304,7 @@ def active_ids_after(conn: sa.Connection, after: str, limit: int) -> list[str]:
 def embedding_of(conn: sa.Connection, memory_id: str) -> np.ndarray:
     raw = conn.execute(sa.text("SELECT embedding::text FROM memory_records WHERE id = :id"),
                        {"id": memory_id}).scalar_one()
-    return np.array([float(x) for x in raw.strip("[]").split(",")], dtype=np.float32)
+    return parse_vectors([raw])[0]
 
 
 def move_contributions(conn: sa.Connection, from_id: str, to_id: str) -> None:
@@ -395,7 +415,7 @@ def delete_sessions(conn: sa.Connection, *, segment_ids: Sequence[str], segment_
 
 def records_for_partition(conn: sa.Connection, partition_key: str) -> list[MemoryRecord]:
     rows = conn.execute(sa.text(
-        f"SELECT {', '.join('m.' + c.strip() for c in RECORD_COLS.split(','))} FROM memory_records m "
+        f"SELECT {_M_RECORD_COLS} FROM memory_records m "
         "JOIN trajectory_records r ON r.agent_id = m.agent_id AND r.session_file = m.session_file "
         "WHERE r.partition_key = :k ORDER BY m.created_at"), {"k": partition_key})
     return [_record(r) for r in rows]

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 import sqlalchemy as sa
 
-from ultron.db.memories import RECORD_COLS, MemoryRecord, vec
+from ultron.db.memories import vec
 
 SKILL_COLS = ("id, slug, version, parent_version, cluster_id, name, description, skill_md, meta, memory_ids, score, "
               "status, superseded_slugs, path, created_at, updated_at")
@@ -77,13 +77,6 @@ def cluster_state(conn: sa.Connection, cluster_id: str, *, lock: bool = False) -
         conn.execute(sa.text("SELECT 1 FROM knowledge_clusters WHERE id = :id FOR UPDATE"), {"id": cluster_id})
     row = conn.execute(sa.text(_CLUSTER_STATE.format(where="AND c.id = :id")), {"id": cluster_id}).first()
     return _state(row) if row else None
-
-
-def cluster_members(conn: sa.Connection, cluster_id: str) -> list[MemoryRecord]:
-    rows = conn.execute(sa.text(
-        f"SELECT {RECORD_COLS} FROM memory_records WHERE cluster_id = :c AND status = 'active' "
-        "ORDER BY created_at, id"), {"c": cluster_id})
-    return [MemoryRecord(**r._mapping) for r in rows]
 
 
 def record_attempt(conn: sa.Connection, cluster_id: str, member_ids: Sequence[str], status: str, reason: str,

@@ -61,7 +61,6 @@ class OpenAIEmbedder:
             raise ValueError("batch_size must be positive")
         if dim is not None and dim < 1:
             raise ValueError("dim must be positive")
-        self._openai = openai
         self.model = model
         self.name = f"openai:{model}"
         self._dim = dim

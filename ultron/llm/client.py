@@ -42,7 +42,6 @@ class ChatJSONClient:
     ) -> None:
         import openai
 
-        self._openai = openai
         self.model = model
         self.max_retries = max_retries
         self.retry_base_seconds = retry_base_seconds

@@ -17,6 +17,9 @@ from ultron.settings import Settings
 
 RUBRIC = ("goal_achieved", "correctness", "efficiency", "safety")
 MEMORY_TYPES = ("error", "security", "correction", "pattern", "preference", "life")
+#: token limits of a memory's summaries (L0 one-liner, L1 overview)
+L0_TOKENS = 64
+L1_TOKENS = 256
 TOOL_ARGS_CHARS = 300
 
 
@@ -366,16 +369,12 @@ class OpenAIProvider:
         )
 
     def judge(self, messages: list[Message]) -> dict[str, Any] | None:
-        lines = [render_message(i, m) for i, m in enumerate(messages, 1)]
-        total = sum(count_tokens(line) for line in lines)
-        if total > self.budget:  # keep every message, shorten each to its share
-            share = max(32, self.budget // max(1, len(lines)))
-            lines = [truncate_to_tokens(line, share) for line in lines]
-        return self.judge_client.complete_json(JUDGE_SYSTEM, "\n".join(lines), validate_rubric, purpose="quality judge")
+        return self.judge_client.complete_json(JUDGE_SYSTEM, self._transcript(messages), validate_rubric,
+                                               purpose="quality judge")
 
     def _transcript(self, messages: list[Message]) -> str:
         lines = [render_message(i, m) for i, m in enumerate(messages, 1)]
-        if sum(count_tokens(line) for line in lines) > self.budget:
+        if sum(count_tokens(line) for line in lines) > self.budget:  # keep every message, shorten each to its share
             share = max(32, self.budget // max(1, len(lines)))
             lines = [truncate_to_tokens(line, share) for line in lines]
         return "\n".join(lines)

@@ -40,20 +40,6 @@ class ReembedError(RuntimeError):
     """The re-embed cannot start (wrong dimension, another run in progress); nothing was changed."""
 
 
-def skill_embedding_text(name: str, description: str, skill_md: str = "") -> str:
-    """The text a skill's vector is built from, as the Skill Hub builds it when it publishes
-    (``SkillDraft.embedding_text``: name, description, the "When to use" situations),
-    rebuilt from the stored row; the situations are read back from SKILL.md."""
-    situations: list[str] = []
-    if skill_md:
-        from ultron.skills.render import NONE_RECORDED, parse_skill_md
-
-        section = parse_skill_md(skill_md).sections.get("When to use", "")
-        situations = [line.strip()[2:].strip() for line in section.splitlines()
-                      if line.strip().startswith("- ") and line.strip() != NONE_RECORDED]
-    return "\n".join([name or "", description or "", *situations])
-
-
 def reembed(memory_service, progress: Progress | None = None, *, batch_size: int = 256) -> dict[str, Any]:
     """Re-embed memories, active cluster centroids and current skills with
     ``memory_service.embedder``, then make it the store's embedding profile.
@@ -82,15 +68,19 @@ def reembed(memory_service, progress: Progress | None = None, *, batch_size: int
             # A broken endpoint or model fails here, before the store is marked.
             _embed(embedder, ["ultron re-embed probe"], dim)
             with engine.begin() as conn:
-                conn.execute(sa.text("LOCK TABLE embedding_profile IN EXCLUSIVE MODE"))
+                store.lock_profile(conn)
                 store.set_profile(conn, name + UNFINISHED, dim)
             total = sum(totals.values())
             counter = _Counter(progress, total)
-            memories = _reembed_memories(engine, embedder, dim, batch_size, counter)
+            # Every memory, archived ones included: the column holds one vector space, whatever the status.
+            memories = _reembed_rows(engine, embedder, dim, batch_size, counter, _MEMORY_ROWS, _memory_text,
+                                     "memory_records", "embedding", "memories")
             clusters, emptied = _recompute_centroids(engine, batch_size, counter)
-            skills = _reembed_skills(engine, embedder, dim, batch_size, counter)
+            # Current skill versions only: superseded ones carry no vector, so search never returns them.
+            skills = _reembed_rows(engine, embedder, dim, batch_size, counter, _SKILL_ROWS, _skill_text,
+                                   "skills", "embedding", "skills")
             with engine.begin() as conn:
-                conn.execute(sa.text("LOCK TABLE embedding_profile IN EXCLUSIVE MODE"))
+                store.lock_profile(conn)
                 store.set_profile(conn, name, dim)
         finally:
             lock_conn.execute(sa.text("SELECT pg_advisory_unlock(hashtextextended(:k, 0))"), {"k": _LOCK_KEY})
@@ -110,10 +100,8 @@ def reembed(memory_service, progress: Progress | None = None, *, batch_size: int
 
 def _check_dimensions(conn: sa.Connection, name: str, dim: int) -> None:
     for table, column in VECTOR_COLUMNS:
-        width = conn.execute(sa.text(
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = CAST(:t AS regclass) AND attname = :c"),
-            {"t": table, "c": column}).scalar()
-        if width is not None and width != dim:
+        width = store.column_dim(conn, table, column)
+        if width != dim:
             raise ReembedError(
                 f"embedder {name} gives {dim}-d vectors but {table}.{column} holds {width}-d vectors; "
                 f"re-embedding cannot change the column's size. Configure a {width}-d embedder instead: "
@@ -143,8 +131,7 @@ class _Counter:
 
 
 def _embed(embedder, texts: list[str], dim: int) -> np.ndarray:
-    many = getattr(embedder, "embed_many", None) or embedder.embed
-    vectors = np.asarray(many(texts), dtype=np.float32)
+    vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
     if vectors.shape != (len(texts), dim):
         raise ReembedError(f"embedder {embedder.name} returned shape {vectors.shape}, "
                            f"expected ({len(texts)}, {dim})")
@@ -158,22 +145,42 @@ def _update_vectors(conn: sa.Connection, table: str, column: str, ids: Sequence[
         {"ids": list(ids), "es": [store.vec(e) if e is not None else None for e in vectors]})
 
 
-def _reembed_memories(engine, embedder, dim: int, batch_size: int, counter: _Counter) -> int:
-    """Every row, archived ones included: the column holds one vector space, whatever the status."""
+#: The rows to re-embed, one batch after ``:a`` at a time (ids in order).
+_MEMORY_ROWS = ("SELECT id, content, context, resolution FROM memory_records WHERE id > :a "
+                "ORDER BY id LIMIT :n FOR UPDATE")
+_SKILL_ROWS = ("SELECT id, name, description, skill_md FROM skills WHERE status = 'current' AND id > :a "
+               "ORDER BY id LIMIT :n FOR UPDATE")
+
+
+def _memory_text(row) -> str:
+    return embedding_text(dict(row._mapping))
+
+
+def _skill_text(row) -> str:
+    """The text the Skill Hub embedded when it published (``SkillDraft.embedding_text``),
+    rebuilt from the stored row: the situations are read back from SKILL.md."""
+    from ultron.skills.draft import skill_embedding_text
+    from ultron.skills.render import when_to_use
+
+    return skill_embedding_text(row.name or "", row.description or "",
+                                when_to_use(row.skill_md) if row.skill_md else [])
+
+
+def _reembed_rows(engine, embedder, dim: int, batch_size: int, counter: _Counter, select: str,
+                  text_of: Callable[[Any], str], table: str, column: str, what: str) -> int:
+    """Re-embed the rows ``select`` returns, batch by batch, into ``table.column``."""
     after, count = "", 0
     while True:
         with engine.begin() as conn:
             # Locked for the batch, so a concurrent merge cannot slip an old vector in between.
-            rows = conn.execute(sa.text(
-                "SELECT id, content, context, resolution FROM memory_records WHERE id > :a "
-                "ORDER BY id LIMIT :n FOR UPDATE"), {"a": after, "n": batch_size}).all()
+            rows = conn.execute(sa.text(select), {"a": after, "n": batch_size}).all()
             if not rows:
                 return count
-            vectors = _embed(embedder, [embedding_text(dict(r._mapping)) for r in rows], dim)
-            _update_vectors(conn, "memory_records", "embedding", [r.id for r in rows], vectors)
+            vectors = _embed(embedder, [text_of(r) for r in rows], dim)
+            _update_vectors(conn, table, column, [r.id for r in rows], vectors)
         after = rows[-1].id
         count += len(rows)
-        counter.add(len(rows), "memories")
+        counter.add(len(rows), what)
 
 
 def _recompute_centroids(engine, batch_size: int, counter: _Counter) -> tuple[int, int]:
@@ -193,7 +200,8 @@ def _recompute_centroids(engine, batch_size: int, counter: _Counter) -> tuple[in
                 {"ids": ids}).all())
             vectors = []
             for cid in ids:
-                mean = _parse(means[cid]) if cid in means else None
+                # float64: the mean is normalised before vec() writes it as float32 digits
+                mean = store.parse_vectors([means[cid]], dtype=np.float64)[0] if cid in means else None
                 norm = float(np.linalg.norm(mean)) if mean is not None else 0.0
                 vectors.append(mean / norm if norm > 0 else None)
             emptied += sum(v is None for v in vectors)
@@ -202,23 +210,3 @@ def _recompute_centroids(engine, batch_size: int, counter: _Counter) -> tuple[in
         count += len(ids)
         counter.add(len(ids), "clusters")
 
-
-def _reembed_skills(engine, embedder, dim: int, batch_size: int, counter: _Counter) -> int:
-    """Current versions only: superseded ones carry no vector, so search never returns them."""
-    after, count = "", 0
-    while True:
-        with engine.begin() as conn:
-            rows = conn.execute(sa.text(
-                "SELECT id, name, description, skill_md FROM skills WHERE status = 'current' AND id > :a "
-                "ORDER BY id LIMIT :n FOR UPDATE"), {"a": after, "n": batch_size}).all()
-            if not rows:
-                return count
-            vectors = _embed(embedder, [skill_embedding_text(r.name, r.description, r.skill_md) for r in rows], dim)
-            _update_vectors(conn, "skills", "embedding", [r.id for r in rows], vectors)
-        after = rows[-1].id
-        count += len(rows)
-        counter.add(len(rows), "skills")
-
-
-def _parse(text: str) -> np.ndarray:
-    return np.array([float(x) for x in text.strip("[]").split(",")], dtype=np.float64)

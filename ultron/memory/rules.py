@@ -148,16 +148,13 @@ import json
 import re
 from typing import Any, Iterable
 
+from ultron.llm.providers import L0_TOKENS, L1_TOKENS, MEMORY_TYPES
 from ultron.llm.tokens import count_tokens, truncate_to_tokens
 from ultron.sessions.messages import Message
-from ultron.trajectory.quality import _is_error_result, _tool_kind
+from ultron.trajectory.quality import _INTERRUPT, _STOP_TOKEN, _cap, _is_error_result, _tool_kind
 
-MEMORY_TYPES = ("error", "security", "correction", "pattern", "preference", "life")
 #: tie-break order of classify_memory_type (first wins).
 TYPE_PRIORITY = ("security", "error", "correction", "preference", "life", "pattern")
-
-L0_TOKENS = 64
-L1_TOKENS = 256
 
 # Field sizes of extracted memories, and of merged ones.
 CONTENT_CHARS = 300
@@ -170,14 +167,13 @@ OTHER_TOOL_MIN_SIM = 0.25  # argument similarity for a different tool to count a
 PATTERN_MIN_CALLS = 3
 MAX_LIFE_PER_SEGMENT = 3
 
-# Texts are only read this far: enough for every cue, bounded cost per message.
-_TEXT_CAP = 4000
+# Texts are only read this far: enough for every cue, bounded cost per message
+# (``_cap``, shared with the quality signals, reads their _TEXT_CAP = 4000 characters by default).
 _RESULT_HEAD = 2000
 _RESULT_TAIL = 1500
 _ARGS_CAP = 4000
 
 _I = re.IGNORECASE
-_STOP_TOKEN = "###STOP###"
 
 # -- harness text that no human typed ---------------------------------------------------
 _TAG_BLOCK = re.compile(
@@ -185,7 +181,6 @@ _TAG_BLOCK = re.compile(
 _META_USER = re.compile(
     r"^\s*(?:<(?:local-command|command-|task-notification|user-prompt-submit|bash-(?:input|stdout|stderr))"
     r"|Caveat: The messages below|\[Request interrupted)", _I)
-_INTERRUPT = re.compile(r"^\s*\[Request interrupted by user", _I)
 _REJECTED = re.compile(
     r"user doesn'?t want to proceed|tool use was rejected|user (?:rejected|denied|declined)|"
     r"user chose to (?:stay|not|keep|cancel)", _I)
@@ -369,12 +364,6 @@ _SYNONYMS = {
     "using": "use", "used": "use", "uses": "use", "setting": "set", "sets": "set",
     "upgrading": "upgrade", "upgraded": "upgrade", "updating": "update", "updated": "update", "updates": "update",
 }
-
-
-def _cap(text: str | None, n: int = _TEXT_CAP) -> str:
-    if not text:
-        return ""
-    return text if len(text) <= n else text[:n]
 
 
 def _squash(text: str) -> str:

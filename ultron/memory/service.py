@@ -22,13 +22,11 @@ from ultron.db import memories as store
 from ultron.db.database import Database
 from ultron.db.memories import MemoryRecord
 from ultron.llm.errors import LLMError
-from ultron.llm.providers import LLMProvider, build_provider
+from ultron.llm.providers import L0_TOKENS, L1_TOKENS, LLMProvider, RulesProvider, build_provider
 from ultron.llm.tokens import truncate_to_tokens
 from ultron.settings import Settings
 
 log = logging.getLogger("ultron.memory")
-L0_TOKENS = 64
-L1_TOKENS = 256
 RRF_K = 60
 TIER_BOOST = {"HOT": 1.2, "WARM": 1.0, "COLD": 0.8}
 DETAIL_LEVELS = ("l0", "l1")
@@ -76,6 +74,8 @@ class MemoryService:
         self._provider = provider
         self._embedder = embedder
         self._redactor = redactor
+        # what each LLM task falls back to when the LLM is unavailable
+        self._rules = RulesProvider()
         self._profile_checked = False
         self._profile_checked_at = 0.0
 
@@ -124,7 +124,7 @@ class MemoryService:
                     f"embedder {name} gives {dim}-d vectors but memory_records.embedding holds {column}-d; "
                     f"use a {column}-d embedder (for an OpenAI-compatible one, a model that accepts "
                     f"dimensions={column}, e.g. text-embedding-3-small)")
-            conn.execute(store.sa.text("LOCK TABLE embedding_profile IN EXCLUSIVE MODE"))
+            store.lock_profile(conn)
             profile = store.get_profile(conn)
             if profile is None:
                 store.set_profile(conn, name, dim)
@@ -193,7 +193,7 @@ class MemoryService:
         store.add_contribution(conn, candidate.id, body["content"], body["context"], body["resolution"], sim,
                                prov.agent_id, prov.segment_id, prov.session_file)
         merged_tags = sorted(set(candidate.tags) | set(tags))
-        existing = {"content": candidate.content, "context": candidate.context, "resolution": candidate.resolution}
+        existing = candidate.body()
         new_body, pending = None, False
         try:
             merged = self.provider.merge_memories(existing, body)
@@ -215,30 +215,23 @@ class MemoryService:
         try:
             return self.provider.classify_memory(body["content"], body["context"], body["resolution"], tags)
         except LLMError as exc:
-            from ultron.memory import rules
-
             log.warning("memory type by rules (LLM unavailable: %s)", exc)
-            return rules.classify_memory_type(body["content"], body["context"], body["resolution"], tags)
+            return self._rules.classify_memory(body["content"], body["context"], body["resolution"], tags)
 
     def _summaries(self, body: dict[str, str]) -> tuple[str, str]:
         try:
             l0, l1 = self.provider.summarize(body["content"], body["context"], body["resolution"])
         except LLMError as exc:
-            from ultron.memory import rules
-
             log.warning("summaries by rules (LLM unavailable: %s)", exc)
-            l0 = rules.summarize_l0(body["content"], body["context"], body["resolution"])
-            l1 = rules.overview_l1(body["content"], body["context"], body["resolution"])
+            l0, l1 = self._rules.summarize(body["content"], body["context"], body["resolution"])
         return truncate_to_tokens(l0, L0_TOKENS), truncate_to_tokens(l1, L1_TOKENS)
 
     def _same(self, candidate: MemoryRecord, body: dict[str, str]) -> bool:
-        existing = {"content": candidate.content, "context": candidate.context, "resolution": candidate.resolution}
+        existing = candidate.body()
         try:
             return self.provider.same_memory(existing, body)
         except LLMError:
-            from ultron.memory import rules
-
-            return rules.is_same_memory(existing, body)
+            return self._rules.same_memory(existing, body)
 
     def _embed(self, body: dict[str, str]) -> np.ndarray:
         return self.embedder.embed_one(embedding_text(body))
@@ -316,8 +309,8 @@ class MemoryService:
         return {"examined": examined, "merged": merged}
 
     def _absorb(self, conn, keep: MemoryRecord, drop: MemoryRecord, sim: float) -> None:
-        body = {"content": drop.content, "context": drop.context, "resolution": drop.resolution}
-        existing = {"content": keep.content, "context": keep.context, "resolution": keep.resolution}
+        body = drop.body()
+        existing = keep.body()
         store.move_contributions(conn, drop.id, keep.id)
         try:
             merged = self.provider.merge_memories(existing, body)
@@ -364,9 +357,7 @@ class MemoryService:
                     try:
                         body = self.provider.merge_memories(body, extra)
                     except LLMError:
-                        from ultron.memory import rules
-
-                        body = rules.merge_bodies(body, extra)
+                        body = self._rules.merge_memories(body, extra)
                 store.replace_body(conn, memory_id, body, self._summaries(body), self._embed(body))
                 rebuilt += 1
             counts["memories_deleted"] = store.delete_records(conn, sorted(doomed))

@@ -8,7 +8,7 @@ renderer work on one typed structure whatever wrote it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 
 @dataclass(frozen=True)
@@ -72,4 +72,10 @@ class SkillDraft:
         """What skill search matches a query against: the name, description and situations.
         Steps are left out: a long text dilutes the vector (and sentence models cut it at
         256 word pieces), while the description already names the main steps."""
-        return "\n".join([self.name, self.description, *self.when_to_use])
+        return skill_embedding_text(self.name, self.description, self.when_to_use)
+
+
+def skill_embedding_text(name: str, description: str, situations: Sequence[str]) -> str:
+    """The text a skill's vector is built from (see :meth:`SkillDraft.embedding_text`); the
+    re-embed rebuilds it from a stored skill with the situations read back from SKILL.md."""
+    return "\n".join([name, description, *situations])

@@ -28,7 +28,7 @@ The score in [0, 1] weighs what a reader of the skill cares about:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 from ultron.skills.draft import Branch, Cited, SkillDraft
 from ultron.skills.render import SECTIONS, parse_skill_md
@@ -43,6 +43,8 @@ MAX_NAME_CHARS = 200
 MAX_BODY_CHARS = 32_000
 CORROBORATED = 3  # further memories behind a step at which it counts as fully corroborated
 WEIGHTS = {"grounding": 0.35, "coverage": 0.25, "corroboration": 0.25, "structure": 0.15}
+
+_Item = TypeVar("_Item", Cited, Branch)
 
 
 @dataclass
@@ -107,28 +109,32 @@ def ground(draft: SkillDraft, members: Sequence[dict[str, Any]]) -> Grounding:
         pruned += len(step.evidence) - len(supporting) - len(unknown)
         steps.append(Cited(step.text, tuple(supporting) or step.evidence))
         support.append(best)
-    pitfalls = []
-    for i, p in enumerate(draft.pitfalls, 1):
-        _, supporting, unknown = _support(p.text, p.evidence, words)
-        if unknown:
-            problems.append(f"pitfall {i} cites memories outside the cluster ({', '.join(unknown[:3])})")
-        elif supporting:
-            pitfalls.append(Cited(p.text, tuple(supporting)))
-            pruned += len(p.evidence) - len(supporting)
-        else:
-            dropped.append(f"pitfall {clip(p.text, 80)!r}: no cited memory supports it")
-    branches = []
-    for i, b in enumerate(draft.branches, 1):
-        _, supporting, unknown = _support(b.text, b.evidence, words)
-        if unknown:
-            problems.append(f"decision branch {i} cites memories outside the cluster ({', '.join(unknown[:3])})")
-        elif supporting:
-            branches.append(Branch(b.condition, b.action, tuple(supporting)))
-            pruned += len(b.evidence) - len(supporting)
-        else:
-            dropped.append(f"branch {clip(b.text, 80)!r}: no cited memory supports it")
-    kept = replace(draft, steps=tuple(steps), pitfalls=tuple(pitfalls), branches=tuple(branches))
+    pitfalls, pruned_pitfalls = _keep_supported(draft.pitfalls, "pitfall", "pitfall", words, problems, dropped)
+    branches, pruned_branches = _keep_supported(draft.branches, "decision branch", "branch", words, problems,
+                                                dropped)
+    pruned += pruned_pitfalls + pruned_branches
+    kept = replace(draft, steps=tuple(steps), pitfalls=pitfalls, branches=branches)
     return Grounding(kept, support, problems, dropped, pruned)
+
+
+def _keep_supported(items: Sequence[_Item], label: str, short: str, words: dict[str, set[str]],
+                    problems: list[str], dropped: list[str]) -> tuple[tuple[_Item, ...], int]:
+    """(the items some cited memory supports, their citations cut to those; citations pruned).
+
+    An item citing a non-member is a problem (reported as ``label`` and its number); an
+    item no cited memory supports is dropped (reported as ``short`` and its text)."""
+    kept: list[_Item] = []
+    pruned = 0
+    for i, item in enumerate(items, 1):
+        _, supporting, unknown = _support(item.text, item.evidence, words)
+        if unknown:
+            problems.append(f"{label} {i} cites memories outside the cluster ({', '.join(unknown[:3])})")
+        elif supporting:
+            kept.append(replace(item, evidence=tuple(supporting)))
+            pruned += len(item.evidence) - len(supporting)
+        else:
+            dropped.append(f"{short} {clip(item.text, 80)!r}: no cited memory supports it")
+    return tuple(kept), pruned
 
 
 def structure_problems(skill_md: str, slug: str, draft: SkillDraft) -> list[str]:

@@ -145,6 +145,13 @@ def parse_skill_md(text: str) -> ParsedSkill:
     return ParsedSkill(front, sections, steps, problems)
 
 
+def when_to_use(skill_md: str) -> list[str]:
+    """The "When to use" situations of a SKILL.md, as :func:`render_skill_md` wrote them
+    (no situation when the section says NONE_RECORDED)."""
+    section = parse_skill_md(skill_md).sections.get("When to use", "")
+    return [line.strip()[2:].strip() for line in section.splitlines() if line.strip().startswith("- ")]
+
+
 def write_skill_dir(root: Path, dirname: str, files: dict[str, str]) -> Path:
     """Write ``files`` into ``root/dirname`` all at once: a temporary sibling directory is
     filled and fsynced, then renamed into place, so readers never see half a skill.

@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from ultron.db import skills as store
+from ultron.db.clusters import cluster_members
 from ultron.db.memories import MemoryRecord
 from ultron.llm.errors import LLMError
 from ultron.skills import gate as quality
 from ultron.skills.draft import SkillDraft
 from ultron.skills.render import SkillHeader, meta_json, render_meta, render_skill_md, write_skill_dir
-from ultron.skills.synthesis import synthesize, topic_from
+from ultron.skills.synthesis import topic_from
 from ultron.skills.versioning import FIRST_VERSION, latest, next_minor, slug_candidates, slugify
 
 log = logging.getLogger("ultron.skills")
@@ -96,7 +97,7 @@ class SkillService:
     def _evolve(self, cluster: store.ClusterState, report: EvolutionReport) -> None:
         redactor = self.memory.redactor
         with self.db.engine.connect() as conn:
-            records = store.cluster_members(conn, cluster.id)
+            records = cluster_members(conn, cluster.id)
             members = [_member(r) for r in records]
             topic = redactor.redact(cluster.topic.strip()) or topic_from(members)
             plan = self._plan(conn, cluster, topic)
@@ -161,7 +162,7 @@ class SkillService:
     def _synthesize(self, topic: str, members: list[dict[str, Any]], report: EvolutionReport) -> SkillDraft:
         """The provider's skill (the LLM, or the rules for the offline provider); the rules
         when the LLM fails, counted in the report."""
-        from ultron.llm.providers import validate_skill
+        from ultron.llm.providers import RulesProvider
 
         provider = self.memory.provider
         if hasattr(provider, "synthesize_skill"):
@@ -170,7 +171,7 @@ class SkillService:
             except LLMError as exc:
                 report.llm_fallbacks += 1
                 log.warning("skill synthesis by rules (LLM unavailable or invalid: %s)", exc)
-        return SkillDraft.from_dict(validate_skill(synthesize(topic, members), allow_no_steps=True), "rules")
+        return SkillDraft.from_dict(RulesProvider().synthesize_skill(topic, members), "rules")
 
     def _publish(self, cluster: store.ClusterState, plan: _Plan, draft: SkillDraft, skill_md: str,
                  meta: dict[str, Any], member_ids: list[str], result: quality.GateResult, embedding
