@@ -88,11 +88,12 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         # The minimum: sessions over 2 messages need at least ceil(total tokens / budget) windows.
         with client.db.engine.connect() as conn:
             from ultron.db import segments as store
+            from ultron.db.sessions import iter_messages
 
             sessions = store.pending_sessions(conn, 10_000)
             needed, sizes, tokens_total = 0, [], 0
             for s in sessions:
-                msgs = store.session_messages(conn, s.record_id)
+                msgs = list(iter_messages(conn, s.record_id))
                 sizes.append(len(msgs))
                 if len(msgs) > SHORT_SESSION:
                     tok = sum(count_tokens(render_message(i + 1, m)) for i, m in enumerate(msgs))

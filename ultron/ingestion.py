@@ -82,16 +82,6 @@ class IngestService:
     def __init__(self, db: Database, settings: Settings) -> None:
         self.db = db
         self.settings = settings
-        self._redactor = None
-
-    @property
-    def redactor(self):
-        """Parsed messages are stored redacted; only the raw archive keeps the original bytes."""
-        if self._redactor is None:
-            from ultron.redaction import get_redactor
-
-            self._redactor = get_redactor()
-        return self._redactor
 
     def ingest(self, paths: Iterable[str | os.PathLike[str]] | str, agent_id: str,
                progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
@@ -191,8 +181,11 @@ class IngestService:
             parser = SessionParser(
                 max_line_bytes=self.settings.max_line_bytes, max_problems=self.settings.max_problems_per_file
             )
+            # Parsed messages are stored redacted; only the raw archive keeps the original bytes.
+            from ultron.redaction import get_redactor
+
             with open(path, "rb") as fh:
-                count = store.copy_messages(conn, record_id, redacted(parser.messages(fh), self.redactor))
+                count = store.copy_messages(conn, record_id, redacted(parser.messages(fh), get_redactor()))
             problems = parser.finish_problems()
             report.problems = problems
             if count == 0 and parser.stats.problem_total > 0:

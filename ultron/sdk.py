@@ -116,10 +116,12 @@ class Ultron:
         return self.skills.run_skill_evolution().to_dict()
 
     def run_maintenance(self, batch_size: int = 100_000) -> dict[str, Any]:
-        """Everything the maintenance schedule does, in the seed's order: segment → label →
-        extract → tier rebalance → clustering → skill evolution → consolidation (if enabled)."""
+        """Everything the maintenance schedule does, in its order: refresh (re-ingest session files
+        changed on disk and inbox files never ingested) → segment → label → extract → tier rebalance →
+        clustering → skill evolution → consolidation (if enabled) → raw archive purge (past its retention)."""
         ts = self.trajectory_service
         out: dict[str, Any] = {
+            "refreshed": self.ingestion.refresh().totals,
             "segmented": sum(1 for r in ts.segment_pending_sessions(batch_size) if r.status == "segmented"),
             "labeled": sum(1 for r in ts.label_pending_segments(batch_size) if r.status == "labeled"),
             "extracted": sum(1 for r in ts.extract_memories_from_segments(batch_size) if r.status == "extracted"),
@@ -128,6 +130,8 @@ class Ultron:
         out["clusters"] = self.run_clustering()
         out["skills"] = self.run_skill_evolution()
         out["consolidation"] = self.memory.consolidate(max_merges=1000) if self.settings.consolidate_enabled else None
+        with self.db.engine.begin() as conn:
+            out["raw_archive_purged"] = store.purge_raw_archive(conn, self.settings.raw_archive_retention_days)
         return out
 
     # -- status -----------------------------------------------------------------------------------

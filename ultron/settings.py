@@ -27,10 +27,11 @@ class SettingsError(ValueError):
     """A ``ULTRON_*`` variable holds a value we cannot use."""
 
 
-def _number(env: Mapping[str, str], name: str, default: T, cast: Callable[[str], T]) -> T:
+def _number(env: Mapping[str, str], name: str, cast: Callable[[str], T]) -> T | None:
+    """The variable as a number, or None when unset or blank (the field default applies)."""
     raw = env.get(name, "").strip()
     if not raw:
-        return default
+        return None
     try:
         return cast(raw)
     except ValueError as exc:
@@ -38,15 +39,28 @@ def _number(env: Mapping[str, str], name: str, default: T, cast: Callable[[str],
         raise SettingsError(f"{name}={raw!r} is not {kind}") from exc
 
 
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+def _flag(env: Mapping[str, str], name: str) -> bool | None:
+    """The variable as on/off, or None when unset or blank (the field default applies)."""
     raw = env.get(name, "").strip().lower()
     if not raw:
-        return default
+        return None
     if raw in ("1", "true", "yes", "on"):
         return True
     if raw in ("0", "false", "no", "off"):
         return False
     raise SettingsError(f"{name}={raw!r} is not on/off")
+
+
+def _lower(env: Mapping[str, str], name: str) -> str | None:
+    """A provider name, stripped and lower-cased, or None when unset or empty."""
+    raw = env.get(name)
+    return raw.strip().lower() if raw else None
+
+
+def _paths(env: Mapping[str, str], name: str) -> tuple[Path, ...]:
+    """An ``os.pathsep`` separated list of directories, resolved; blank entries are skipped."""
+    raw = env.get(name, "").strip()
+    return tuple(Path(p).expanduser().resolve() for p in raw.split(os.pathsep) if p.strip())
 
 
 @dataclass(frozen=True)
@@ -196,77 +210,70 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
         env = os.environ if env is None else env
-        home = Path(env.get("ULTRON_HOME") or ".ultron").expanduser().resolve()
-        inbox_raw = env.get("ULTRON_INBOX", "").strip()
-        inbox = tuple(
-            Path(p).expanduser().resolve() for p in inbox_raw.split(os.pathsep) if p.strip()
-        )
-        roots_raw = env.get("ULTRON_INGEST_ROOTS", "").strip()
-        ingest_roots = tuple(
-            Path(p).expanduser().resolve() for p in roots_raw.split(os.pathsep) if p.strip()
-        )
+        # None = unset: the field default applies. Only the values computed from more
+        # than one variable (home, inbox, ingest roots, the LLM endpoint and key) are built here.
         values: dict[str, object] = dict(
-            home=home,
+            home=Path(env.get("ULTRON_HOME") or ".ultron").expanduser().resolve(),
             database_url=env.get("ULTRON_DATABASE_URL") or None,
             dagster_database_url=env.get("ULTRON_DAGSTER_DATABASE_URL") or None,
-            inbox=inbox,
-            default_agent_id=env.get("ULTRON_DEFAULT_AGENT_ID") or "default",
-            decay_interval_hours=_number(env, "ULTRON_DECAY_INTERVAL_HOURS", 6.0, float),
-            archive_max_bytes=_number(env, "ULTRON_ARCHIVE_MAX_BYTES", 10 * MB, int),
-            max_line_bytes=_number(env, "ULTRON_MAX_LINE_BYTES", 8 * MB, int),
-            max_problems_per_file=_number(env, "ULTRON_MAX_PROBLEMS_PER_FILE", 1000, int),
-            sensor_interval_seconds=_number(env, "ULTRON_SENSOR_INTERVAL_SECONDS", 15, int),
-            sensor_max_runs_per_tick=_number(env, "ULTRON_SENSOR_MAX_RUNS_PER_TICK", 25, int),
-            llm_provider=(env.get("ULTRON_LLM_PROVIDER") or "auto").strip().lower(),
+            inbox=_paths(env, "ULTRON_INBOX"),
+            default_agent_id=env.get("ULTRON_DEFAULT_AGENT_ID") or None,
+            decay_interval_hours=_number(env, "ULTRON_DECAY_INTERVAL_HOURS", float),
+            archive_max_bytes=_number(env, "ULTRON_ARCHIVE_MAX_BYTES", int),
+            max_line_bytes=_number(env, "ULTRON_MAX_LINE_BYTES", int),
+            max_problems_per_file=_number(env, "ULTRON_MAX_PROBLEMS_PER_FILE", int),
+            sensor_interval_seconds=_number(env, "ULTRON_SENSOR_INTERVAL_SECONDS", int),
+            sensor_max_runs_per_tick=_number(env, "ULTRON_SENSOR_MAX_RUNS_PER_TICK", int),
+            llm_provider=_lower(env, "ULTRON_LLM_PROVIDER"),
             llm_base_url=env.get("ULTRON_LLM_BASE_URL") or (DASHSCOPE_URL if _dashscope_only(env) else None),
             llm_api_key=env.get("ULTRON_LLM_API_KEY") or env.get("DASHSCOPE_API_KEY") or None,
-            llm_model=env.get("ULTRON_LLM_MODEL") or "qwen3.6-flash",
+            llm_model=env.get("ULTRON_LLM_MODEL") or None,
             quality_llm_model=env.get("ULTRON_QUALITY_LLM_MODEL") or None,
-            llm_timeout_seconds=_number(env, "ULTRON_LLM_TIMEOUT_SECONDS", 60.0, float),
-            llm_max_retries=_number(env, "ULTRON_LLM_MAX_RETRIES", 3, int),
-            llm_retry_base_seconds=_number(env, "ULTRON_LLM_RETRY_BASE_SECONDS", 1.0, float),
-            llm_max_input_tokens=_number(env, "ULTRON_LLM_MAX_INPUT_TOKENS", 16000, int),
-            llm_prompt_reserve_tokens=_number(env, "ULTRON_LLM_PROMPT_RESERVE_TOKENS", 3000, int),
-            trajectory_memory_score_threshold=_number(env, "ULTRON_TRAJECTORY_MEMORY_SCORE_THRESHOLD", 0.7, float),
-            trajectory_sft_score_threshold=_number(env, "ULTRON_TRAJECTORY_SFT_SCORE_THRESHOLD", 0.8, float),
-            trajectory_excellent_score_threshold=_number(
-                env, "ULTRON_TRAJECTORY_EXCELLENT_SCORE_THRESHOLD", 0.85, float),
-            quality_judge_weight=_number(env, "ULTRON_QUALITY_JUDGE_WEIGHT", 0.5, float),
-            embedding_provider=(env.get("ULTRON_EMBEDDING_PROVIDER") or "local").strip().lower(),
+            llm_timeout_seconds=_number(env, "ULTRON_LLM_TIMEOUT_SECONDS", float),
+            llm_max_retries=_number(env, "ULTRON_LLM_MAX_RETRIES", int),
+            llm_retry_base_seconds=_number(env, "ULTRON_LLM_RETRY_BASE_SECONDS", float),
+            llm_max_input_tokens=_number(env, "ULTRON_LLM_MAX_INPUT_TOKENS", int),
+            llm_prompt_reserve_tokens=_number(env, "ULTRON_LLM_PROMPT_RESERVE_TOKENS", int),
+            trajectory_memory_score_threshold=_number(env, "ULTRON_TRAJECTORY_MEMORY_SCORE_THRESHOLD", float),
+            trajectory_sft_score_threshold=_number(env, "ULTRON_TRAJECTORY_SFT_SCORE_THRESHOLD", float),
+            trajectory_excellent_score_threshold=_number(env, "ULTRON_TRAJECTORY_EXCELLENT_SCORE_THRESHOLD", float),
+            quality_judge_weight=_number(env, "ULTRON_QUALITY_JUDGE_WEIGHT", float),
+            embedding_provider=_lower(env, "ULTRON_EMBEDDING_PROVIDER"),
             embedding_model=env.get("ULTRON_EMBEDDING_MODEL") or None,
             embedding_base_url=env.get("ULTRON_EMBEDDING_BASE_URL") or None,
             embedding_api_key=env.get("ULTRON_EMBEDDING_API_KEY") or None,
-            embedding_dim=_number(env, "ULTRON_EMBEDDING_DIM", 384, int),
-            memory_min_confidence=_number(env, "ULTRON_MEMORY_MIN_CONFIDENCE", 0.5, float),
-            dedup_similarity_threshold=_number(env, "ULTRON_DEDUP_SIMILARITY_THRESHOLD", 0.85, float),
-            dedup_soft_threshold=_number(env, "ULTRON_DEDUP_SOFT_THRESHOLD", 0.75, float),
-            decay_alpha=_number(env, "ULTRON_DECAY_ALPHA", 0.05, float),
-            time_decay_weight=_number(env, "ULTRON_TIME_DECAY_WEIGHT", 0.1, float),
-            search_min_score=_number(env, "ULTRON_SEARCH_MIN_SCORE", 0.3, float),
-            hnsw_ef_search=_number(env, "ULTRON_HNSW_EF_SEARCH", 100, int),
-            hot_percentile=_number(env, "ULTRON_HOT_PERCENTILE", 10.0, float),
-            warm_percentile=_number(env, "ULTRON_WARM_PERCENTILE", 40.0, float),
-            cold_ttl_days=_number(env, "ULTRON_COLD_TTL_DAYS", 30.0, float),
-            consolidate_enabled=_flag(env, "ULTRON_CONSOLIDATE_ENABLED", False),
-            raw_archive=_flag(env, "ULTRON_RAW_ARCHIVE", True),
-            raw_archive_retention_days=_number(env, "ULTRON_RAW_ARCHIVE_RETENTION_DAYS", 30.0, float),
+            embedding_dim=_number(env, "ULTRON_EMBEDDING_DIM", int),
+            memory_min_confidence=_number(env, "ULTRON_MEMORY_MIN_CONFIDENCE", float),
+            dedup_similarity_threshold=_number(env, "ULTRON_DEDUP_SIMILARITY_THRESHOLD", float),
+            dedup_soft_threshold=_number(env, "ULTRON_DEDUP_SOFT_THRESHOLD", float),
+            decay_alpha=_number(env, "ULTRON_DECAY_ALPHA", float),
+            time_decay_weight=_number(env, "ULTRON_TIME_DECAY_WEIGHT", float),
+            search_min_score=_number(env, "ULTRON_SEARCH_MIN_SCORE", float),
+            hnsw_ef_search=_number(env, "ULTRON_HNSW_EF_SEARCH", int),
+            hot_percentile=_number(env, "ULTRON_HOT_PERCENTILE", float),
+            warm_percentile=_number(env, "ULTRON_WARM_PERCENTILE", float),
+            cold_ttl_days=_number(env, "ULTRON_COLD_TTL_DAYS", float),
+            consolidate_enabled=_flag(env, "ULTRON_CONSOLIDATE_ENABLED"),
+            raw_archive=_flag(env, "ULTRON_RAW_ARCHIVE"),
+            raw_archive_retention_days=_number(env, "ULTRON_RAW_ARCHIVE_RETENTION_DAYS", float),
             redaction_spacy_model=env.get("ULTRON_REDACTION_SPACY_MODEL") or None,
-            dagster_host=env.get("ULTRON_DAGSTER_HOST") or "127.0.0.1",
-            dagster_port=_number(env, "ULTRON_DAGSTER_PORT", 3000, int),
-            cluster_similarity_threshold=_number(env, "ULTRON_CLUSTER_SIMILARITY_THRESHOLD", 0.75, float),
-            cluster_min_size=_number(env, "ULTRON_CLUSTER_MIN_SIZE", 3, int),
-            crystallization_threshold=_number(env, "ULTRON_CRYSTALLIZATION_THRESHOLD", 5, int),
-            recrystallization_delta=_number(env, "ULTRON_RECRYSTALLIZATION_DELTA", 3, int),
-            sft_validation_fraction=_number(env, "ULTRON_SFT_VALIDATION_FRACTION", 0.1, float),
-            api_host=env.get("ULTRON_API_HOST") or "127.0.0.1",
-            api_port=_number(env, "ULTRON_API_PORT", 8765, int),
+            dagster_host=env.get("ULTRON_DAGSTER_HOST") or None,
+            dagster_port=_number(env, "ULTRON_DAGSTER_PORT", int),
+            cluster_similarity_threshold=_number(env, "ULTRON_CLUSTER_SIMILARITY_THRESHOLD", float),
+            cluster_min_size=_number(env, "ULTRON_CLUSTER_MIN_SIZE", int),
+            crystallization_threshold=_number(env, "ULTRON_CRYSTALLIZATION_THRESHOLD", int),
+            recrystallization_delta=_number(env, "ULTRON_RECRYSTALLIZATION_DELTA", int),
+            sft_validation_fraction=_number(env, "ULTRON_SFT_VALIDATION_FRACTION", float),
+            api_host=env.get("ULTRON_API_HOST") or None,
+            api_port=_number(env, "ULTRON_API_PORT", int),
             api_token=env.get("ULTRON_API_TOKEN") or None,
-            ingest_roots=ingest_roots,
+            ingest_roots=_paths(env, "ULTRON_INGEST_ROOTS"),
         )
         known = {f.name for f in fields(cls)}
         unknown = set(overrides) - known
         if unknown:
             raise SettingsError(f"unknown settings: {sorted(unknown)}")
+        values = {name: value for name, value in values.items() if value is not None}
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
 

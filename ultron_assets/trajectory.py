@@ -59,8 +59,8 @@ def task_segments(context: dg.AssetExecutionContext, ultron: UltronResource, llm
     status = outcome.status if outcome else "unchanged"
     if outcome and outcome.reason:
         context.log.warning(f"{outcome.session_file}: segmentation pending: {outcome.reason}")
-    rows = service.segments_for_partition(key)
     session = service.session_for_partition(key)
+    rows = service.segments_for(session.agent_id, session.session_file) if session is not None else []
     pending = outcome is not None and outcome.status == "pending"
     problems = []
     if session is not None and not pending:

@@ -34,14 +34,20 @@ class SegmentRow:
     quality_metrics: str | None
     labeled: int
     memory_extracted: int
+    #: The session's partition key; filled only by the queries that join trajectory_records
+    #: (unlabeled_segments, extractable_segments), None elsewhere.
+    partition_key: str | None = None
 
     @property
     def metrics(self) -> dict[str, Any] | None:
         return json.loads(self.quality_metrics) if self.quality_metrics else None
 
 
-_SEG_COLS = ("id, agent_id, session_file, segment_index, start_line, end_line, fingerprint, topic, "
-             "quality_metrics, labeled, memory_extracted")
+_SEG_COLUMNS = ("id", "agent_id", "session_file", "segment_index", "start_line", "end_line", "fingerprint", "topic",
+                "quality_metrics", "labeled", "memory_extracted")
+_SEG_COLS = ", ".join(_SEG_COLUMNS)
+#: The same columns of ``task_segments s``, plus the partition key of the joined ``trajectory_records r``.
+_JOINED_SEG_COLS = ", ".join(f"s.{c}" for c in _SEG_COLUMNS) + ", r.partition_key"
 
 
 def pending_sessions(conn: sa.Connection, limit: int, partition_key: str | None = None) -> list[PendingSession]:
@@ -62,12 +68,6 @@ def session_by_partition(conn: sa.Connection, partition_key: str) -> PendingSess
     return PendingSession(**row._mapping) if row else None
 
 
-def session_messages(conn: sa.Connection, record_id: str) -> list[Message]:
-    from ultron.db.sessions import iter_messages
-
-    return list(iter_messages(conn, record_id))
-
-
 def segments_for(conn: sa.Connection, agent_id: str, session_file: str) -> list[SegmentRow]:
     rows = conn.execute(sa.text(
         f"SELECT {_SEG_COLS} FROM task_segments WHERE agent_id = :a AND session_file = :f ORDER BY segment_index"),
@@ -78,15 +78,16 @@ def segments_for(conn: sa.Connection, agent_id: str, session_file: str) -> list[
 def unlabeled_segments(conn: sa.Connection, limit: int, agent_id: str | None = None,
                        session_file: str | None = None) -> list[SegmentRow]:
     # Only segments of sessions whose segmentation is current: a session pending
-    # re-segmentation may have new messages under the old line ranges.
-    sql = (f"SELECT {_SEG_COLS} FROM task_segments s WHERE labeled = 0 AND EXISTS ("
-           "SELECT 1 FROM trajectory_records r WHERE r.agent_id = s.agent_id "
-           "AND r.session_file = s.session_file AND r.segmented = 1)")
+    # re-segmentation may have new messages under the old line ranges. (agent_id,
+    # session_file) is unique in trajectory_records, so the join adds no rows.
+    sql = (f"SELECT {_JOINED_SEG_COLS} FROM task_segments s "
+           "JOIN trajectory_records r ON r.agent_id = s.agent_id AND r.session_file = s.session_file "
+           "WHERE s.labeled = 0 AND r.segmented = 1")
     params: dict[str, Any] = {"limit": limit}
     if agent_id is not None:
-        sql += " AND agent_id = :a AND session_file = :f"
+        sql += " AND s.agent_id = :a AND s.session_file = :f"
         params.update(a=agent_id, f=session_file)
-    rows = conn.execute(sa.text(sql + " ORDER BY created_at, id LIMIT :limit"), params)
+    rows = conn.execute(sa.text(sql + " ORDER BY s.created_at, s.id LIMIT :limit"), params)
     return [SegmentRow(**r._mapping) for r in rows]
 
 
@@ -101,12 +102,6 @@ def segment_messages(conn: sa.Connection, seg: SegmentRow) -> list[Message]:
         ORDER BY m.seq
         """), {"a": seg.agent_id, "f": seg.session_file, "s": seg.start_line, "e": seg.end_line})
     return [Message(**r._mapping) for r in rows]
-
-
-def lock_session(conn: sa.Connection, agent_id: str, session_file: str) -> None:
-    from ultron.db.sessions import lock_record_key
-
-    lock_record_key(conn, agent_id, session_file)
 
 
 def current_hash(conn: sa.Connection, record_id: str) -> str | None:
@@ -190,20 +185,10 @@ def message_lines(conn: sa.Connection, agent_id: str, session_file: str) -> list
         "WHERE r.agent_id = :a AND r.session_file = :f"), {"a": agent_id, "f": session_file}).scalars())
 
 
-def partition_keys(conn: sa.Connection, sessions: set[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
-    if not sessions:
-        return {}
-    rows = conn.execute(sa.text(
-        "SELECT agent_id, session_file, partition_key FROM trajectory_records "
-        "WHERE (agent_id, session_file) IN (SELECT * FROM unnest(CAST(:a AS text[]), CAST(:f AS text[])))"),
-        {"a": [a for a, _ in sessions], "f": [f for _, f in sessions]})
-    return {(r.agent_id, r.session_file): r.partition_key for r in rows}
-
-
 def extractable_segments(conn: sa.Connection, limit: int, min_score: float,
                          partition_key: str | None = None) -> list[SegmentRow]:
     """Labeled, not yet extracted, past the coarse score filter (read from the JSON)."""
-    sql = (f"SELECT {', '.join('s.' + c.strip() for c in _SEG_COLS.split(','))} FROM task_segments s "
+    sql = (f"SELECT {_JOINED_SEG_COLS} FROM task_segments s "
            "JOIN trajectory_records r ON r.agent_id = s.agent_id AND r.session_file = s.session_file "
            "WHERE s.labeled = 1 AND s.memory_extracted = 0 AND r.segmented = 1 "
            "AND (CAST(s.quality_metrics AS jsonb) -> 'summary' ->> 'overall_score')::float >= :min")

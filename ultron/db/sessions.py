@@ -59,13 +59,6 @@ def get_record(conn: sa.Connection, agent_id: str, session_file: str) -> Session
     return _record(row) if row else None
 
 
-def get_record_by_partition(conn: sa.Connection, partition_key: str) -> SessionRecord | None:
-    row = conn.execute(
-        sa.text(f"SELECT {_RECORD_COLS} FROM trajectory_records WHERE partition_key = :k"), {"k": partition_key}
-    ).first()
-    return _record(row) if row else None
-
-
 def list_records(conn: sa.Connection) -> list[SessionRecord]:
     rows = conn.execute(sa.text(f"SELECT {_RECORD_COLS} FROM trajectory_records ORDER BY session_file"))
     return [_record(r) for r in rows]

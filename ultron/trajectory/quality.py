@@ -414,9 +414,7 @@ class _Digest:
         for idx, m in enumerate(self.messages):
             role = m.role
             if role == "user":
-                text = _cap(m.content)
-                if _STOP_TOKEN in text:
-                    text = _strip_stop(text)
+                text = _strip_stop(_cap(m.content))
                 if _INTERRUPT.match(text):
                     self.interrupts += 1
                     continue
@@ -710,10 +708,8 @@ def classify_task_type(messages: list[Message]) -> str:
     votes["customer_service"] += min(3.0, float(cs_tools))
     best = max(votes, key=lambda k: (votes[k], -TASK_TYPES.index(k)))
     if votes[best] >= 1.0:
-        # "code" wins ties against the more specific data/ops only when it clearly leads.
+        # Ties go to the type listed first in TASK_TYPES: "code" wins a tie against data/ops.
         return best
-    if user_parts and _QA_CUE.search(user_parts[0]) and not tool_names:
-        return "qa"
     if user_parts and _QA_CUE.search(user_parts[0]) and len(tool_names) <= 3:
         return "qa"
     return "other"
