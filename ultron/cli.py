@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from ultron import cli_format as fmt
 from ultron.settings import Settings
@@ -190,9 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     _progress_flag(re_)
 
     ma = sub.add_parser("maintenance", help="run the maintenance steps once (no Dagster needed)",
-                        description="What the Dagster maintenance job does, once: segment, label and extract "
-                                    "pending work, tier rebalance, clustering, skill evolution and consolidation "
-                                    "(if ULTRON_CONSOLIDATE_ENABLED).")
+                        description="What the Dagster maintenance job does, once: re-ingest changed inbox files, "
+                                    "segment, label and extract pending work, tier rebalance, clustering, skill "
+                                    "evolution, consolidation (if ULTRON_CONSOLIDATE_ENABLED) and the raw archive "
+                                    "purge.")
     _json_flag(ma, "the summary")
     return parser
 
@@ -407,14 +408,6 @@ def _details(settings: Settings, args: argparse.Namespace) -> int:
 # -- skills ---------------------------------------------------------------------------------
 
 
-def _skill_memories(skill: Mapping[str, Any]) -> Any:
-    for key in ("memory_count", "memories"):
-        if isinstance(skill.get(key), int):
-            return skill[key]
-    ids = skill.get("memory_ids")
-    return len(ids) if isinstance(ids, (list, tuple)) else None
-
-
 def _skills(settings: Settings, args: argparse.Namespace) -> int:
     u = _client(settings)
     if args.show:
@@ -444,13 +437,13 @@ def _skills(settings: Settings, args: argparse.Namespace) -> int:
                                                    "run `ultron maintenance`)")
         return 0
     headers = ["slug", "version", "memories", "name"]
-    rows = [[s.get("slug"), s.get("version"), _skill_memories(s), s.get("name")] for s in found]
+    rows = [[s.get("slug"), s.get("version"), s["memory_count"], s.get("name")] for s in found]
     align = "llrl"
     if args.query is not None:
         headers.insert(2, "sim")
         align = "llrrl"
         for row, s in zip(rows, found):
-            sim = s.get("similarity_score", s.get("similarity", s.get("score")))
+            sim = s["similarity"]
             row.insert(2, f"{sim:.2f}" if isinstance(sim, (int, float)) else sim)
     print(fmt.table(headers, rows, align=align, max_width=fmt.terminal_width()))
     return 0
@@ -472,7 +465,7 @@ def _export_sft(settings: Settings, args: argparse.Namespace) -> int:
     manifest = export.manifest
     counts = manifest.get("counts") or {}
     print(f"SFT dataset {export.export_id} written to {export.directory}")
-    print(fmt.counts_table({k.replace("_", " "): v for k, v in counts.items()}, key_header="segments"))
+    print(fmt.counts_table({fmt.label(k): v for k, v in counts.items()}, key_header="segments"))
     dist = manifest.get("score_distribution") or {}
     if dist.get("mean") is not None:
         print(f"scores: min {dist['min']:.2f}, mean {dist['mean']:.2f}, max {dist['max']:.2f}")
@@ -499,7 +492,7 @@ def _stats(settings: Settings, args: argparse.Namespace) -> int:
     sections.append("sessions\n" + fmt.table(list(sessions), [list(sessions.values())],
                                              align="r" * len(sessions), indent="  "))
     segments = stats.get("segments") or {}
-    sections.append("segments\n" + fmt.table([k.replace("_", " ") for k in segments], [list(segments.values())],
+    sections.append("segments\n" + fmt.table([fmt.label(k) for k in segments], [list(segments.values())],
                                              align="r" * len(segments), indent="  "))
     buckets = stats.get("score_buckets") or {}
     if buckets:
@@ -528,6 +521,9 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(summary)
         return 0
+    if "refreshed" in summary:
+        print(fmt.mapping("inbox refresh", summary["refreshed"]))
+        print()
     steps = {k: summary[k] for k in ("segmented", "labeled", "extracted") if k in summary}
     print("pending work\n" + fmt.counts_table({f"{k} (sessions)" if k == "segmented" else f"{k} (segments)": v
                                                for k, v in steps.items()}, key_header="step"))
@@ -541,6 +537,8 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
         print("consolidation: off (ULTRON_CONSOLIDATE_ENABLED)")
     else:
         print(fmt.mapping("consolidation", consolidation))
+    if "raw_archive_purged" in summary:
+        print(f"raw archive: {summary['raw_archive_purged']} uploads past retention purged")
     return 0
 
 
@@ -572,7 +570,7 @@ def _forget(settings: Settings, args: argparse.Namespace) -> int:
         _print_json(counts)
     elif any(counts.values()):
         print(f"forgot {target}")
-        print(fmt.counts_table({k.replace("_", " "): v for k, v in counts.items()}, key_header="deleted"))
+        print(fmt.counts_table({fmt.label(k): v for k, v in counts.items()}, key_header="deleted"))
     if not any(counts.values()):
         if not args.json:
             print("nothing matched; nothing was deleted", file=sys.stderr)
@@ -619,15 +617,14 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
 def _status(settings: Settings, args: argparse.Namespace) -> int:
     from ultron.db import embedded
-    from ultron.sdk import Ultron
 
-    status = Ultron(settings).status()
+    status = _client(settings).status()
     status["home"] = str(settings.home)
     status["inbox"] = [str(p) for p in settings.inbox]
     if settings.uses_embedded_database:
         status["embedded_server"] = embedded.server_status(settings.pgdata)
     if args.json:
-        print(json.dumps(status, indent=2, default=str))
+        _print_json(status)
         return 0
     print(f"home:      {status['home']}")
     print(f"inbox:     {', '.join(status['inbox'])}")

@@ -275,7 +275,7 @@ def build_routes(router: APIRouter, settings: Settings) -> None:
                   version: SkillVersion = None) -> Any:
         """The current version of a skill (or the given one, superseded versions included)
         with its SKILL.md and metadata."""
-        skill = client.get_skill(slug) if version is None else client.skills.get_skill(slug, version)
+        skill = client.skills.get_skill(slug, version)
         if skill is None:
             raise HTTPException(404, f"no skill with slug {slug!r}" + (f" and version {version!r}" if version else ""))
         if format == "markdown":

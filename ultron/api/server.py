@@ -17,7 +17,7 @@ from typing import Iterator, TextIO
 
 import uvicorn
 
-from ultron.api.auth import ApiServerError, api_token, token_file
+from ultron.api.auth import MIN_TOKEN_CHARS, ApiServerError, api_token, token_file
 from ultron.settings import Settings
 
 log = logging.getLogger("ultron.api")
@@ -58,7 +58,7 @@ def serve(settings: Settings, host: str | None = None, port: int | None = None, 
         raise ApiServerError(f"port {port} is not a TCP port (0-65535)")
     token = api_token(settings, host)
     if settings.api_token and settings.api_token.strip():
-        if len(token) < 16:
+        if len(token) < MIN_TOKEN_CHARS:
             print(f"ultron serve: warning: ULTRON_API_TOKEN is only {len(token)} characters; "
                   "use a long random one", file=out)
     else:

@@ -95,8 +95,7 @@ def messages_for(conn: sa.Connection, segments: Sequence[Any]) -> dict[str, list
                "f": [s.session_file for s in segments], "s": [s.start_line for s in segments],
                "e": [s.end_line for s in segments]})
     out: dict[str, list[Message]] = {s.id: [] for s in segments}
-    for seg_id, line, role, content, reasoning, tool_calls, tool_call_id, name, sidechain, source_id in rows:
-        out[seg_id].append(Message(role=role, content=content, line=line, tool_calls=tool_calls,
-                                   tool_call_id=tool_call_id, name=name, reasoning_content=reasoning,
-                                   is_sidechain=sidechain, source_id=source_id))
+    for r in rows:  # every column but seg_id is a Message field of the same name
+        f = dict(r._mapping)
+        out[f.pop("seg_id")].append(Message(**f))
     return out

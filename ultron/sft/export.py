@@ -53,7 +53,6 @@ class SFTExample:
     split: str
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
-    repairs: Counter = field(default_factory=Counter)
 
     def sdk_dict(self) -> dict[str, Any]:
         """The seed's ``{"messages", "topic"}`` plus what a caller needs to trace it back."""
@@ -95,22 +94,28 @@ def check_filters(min_score: float, task_type: str | None, limit: int | None) ->
         raise SFTExportError(f"limit must be a positive integer, got {limit!r}")
 
 
-def iter_examples(db: Database, settings: Settings, *, min_score: float, task_type: str | None = None,
-                  limit: int | None = None, eligible: Callable[[dict[str, Any]], bool] | None = None,
-                  progress: Progress | None = None, run: _Run | None = None,
-                  redact: Callable[[str], str] | None = None) -> Iterator[SFTExample]:
-    """Examples best score first; ``eligible`` (the service's is_sft_eligible) gets each
-    candidate's stored metrics summary as ``{"summary": ...}``."""
+def _select(db: Database, *, min_score: float, task_type: str | None,
+            limit: int | None) -> list[store.SFTCandidate]:
+    """The candidates an export would contain (one SQL query, no messages read). The score
+    floor (the service's is_sft_eligible rule) is applied in SQL by select_candidates."""
     check_filters(min_score, task_type, limit)
+    with db.engine.connect() as conn:
+        return store.select_candidates(conn, min_score=min_score, task_type=task_type, limit=limit)
+
+
+def iter_examples(db: Database, settings: Settings, *, min_score: float, task_type: str | None = None,
+                  limit: int | None = None, progress: Progress | None = None, run: _Run | None = None,
+                  redact: Callable[[str], str] | None = None,
+                  candidates: list[store.SFTCandidate] | None = None) -> Iterator[SFTExample]:
+    """Examples best score first. ``candidates``: an already made selection for these filters
+    (export_dataset passes the one its digest hashed); selected here when None."""
+    if candidates is None:
+        candidates = _select(db, min_score=min_score, task_type=task_type, limit=limit)
     if redact is None:
         from ultron.redaction import get_redactor
 
         redact = _memo(get_redactor().redact)
     run = run if run is not None else _Run()
-    with db.engine.connect() as conn:
-        candidates = store.select_candidates(conn, min_score=min_score, task_type=task_type, limit=limit)
-    if eligible is not None:
-        candidates = [c for c in candidates if eligible({"summary": c.summary})]
     run.selected = len(candidates)
     run.deduplicated = sum(c.copies - 1 for c in candidates)
     total, done = len(candidates), 0
@@ -133,7 +138,7 @@ def iter_examples(db: Database, settings: Settings, *, min_score: float, task_ty
                     session_file=cand.session_file, start_line=cand.start_line, end_line=cand.end_line,
                     score=round(float(cand.score), 4), task_type=cand.task_type, topic=redact(cand.topic or ""),
                     split=split_of(cand.fingerprint, settings.sft_validation_fraction), messages=redacted,
-                    tools=infer_tools(redacted), repairs=cleaned.repairs)
+                    tools=infer_tools(redacted))
             if progress:
                 progress(done, total)
 
@@ -162,16 +167,12 @@ def build_examples(db: Database, settings: Settings, **kwargs: Any) -> list[SFTE
     return list(iter_examples(db, settings, **kwargs))
 
 
-def selection_digest(db: Database, settings: Settings, *, min_score: float, task_type: str | None,
-                     limit: int | None, eligible: Callable[[dict[str, Any]], bool] | None) -> str:
-    """What an export would contain, in one hash: the filters, the split fraction and each
-    selected segment's (id, fingerprint, score). Cheap (one SQL query, no messages read)."""
+def selection_digest(candidates: list[store.SFTCandidate], settings: Settings, *, min_score: float,
+                     task_type: str | None, limit: int | None) -> str:
+    """What an export contains, in one hash: the filters, the split fraction and each
+    selected segment's (id, fingerprint, score)."""
     import hashlib
 
-    with db.engine.connect() as conn:
-        candidates = store.select_candidates(conn, min_score=min_score, task_type=task_type, limit=limit)
-    if eligible is not None:
-        candidates = [c for c in candidates if eligible({"summary": c.summary})]
     h = hashlib.sha256(json.dumps([min_score, task_type, limit, settings.sft_validation_fraction]).encode())
     for c in candidates:
         h.update(f"\n{c.id}\x00{c.fingerprint}\x00{float(c.score):.6f}".encode())
@@ -179,15 +180,13 @@ def selection_digest(db: Database, settings: Settings, *, min_score: float, task
 
 
 def export_dataset(db: Database, settings: Settings, *, min_score: float, task_type: str | None = None,
-                   limit: int | None = None, eligible: Callable[[dict[str, Any]], bool] | None = None,
-                   progress: Progress | None = None, now: datetime | None = None,
+                   limit: int | None = None, progress: Progress | None = None, now: datetime | None = None,
                    reuse_unchanged: bool = False) -> SFTExport:
     """``reuse_unchanged``: when the latest export selected exactly what this one would
     (same filters, same segments and scores), return it instead of writing a copy; the
     asset re-runs whenever upstream scores change and should not pile up identical exports."""
-    check_filters(min_score, task_type, limit)
-    digest = selection_digest(db, settings, min_score=min_score, task_type=task_type, limit=limit,
-                              eligible=eligible)
+    candidates = _select(db, min_score=min_score, task_type=task_type, limit=limit)
+    digest = selection_digest(candidates, settings, min_score=min_score, task_type=task_type, limit=limit)
     if reuse_unchanged:
         latest = latest_export(settings)
         if latest is not None and latest.manifest.get("selection_digest") == digest:
@@ -208,7 +207,7 @@ def export_dataset(db: Database, settings: Settings, *, min_score: float, task_t
         with_tools = 0
         try:
             for ex in iter_examples(db, settings, min_score=min_score, task_type=task_type, limit=limit,
-                                    eligible=eligible, progress=progress, run=run):
+                                    progress=progress, run=run, candidates=candidates):
                 share, dropped_texts = sharegpt_record(ex.messages, ex.tools)
                 run.repairs["sharegpt_call_texts_dropped"] += dropped_texts
                 handles[f"{ex.split}.openai"].write(_line(openai_record(ex.messages, ex.tools)))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ultron.db import segments as store
+from ultron.db import sessions as session_store
 from ultron.db.database import Database
 from ultron.llm.errors import LLMError
 from ultron.llm.providers import LLMProvider, build_provider
@@ -104,7 +105,7 @@ class TrajectoryService:
     def segment_session(self, session: store.PendingSession) -> SessionSegmentation:
         result = SessionSegmentation(session.partition_key, session.agent_id, session.session_file, "pending")
         with self.db.engine.connect() as conn:
-            messages = store.session_messages(conn, session.record_id)
+            messages = list(session_store.iter_messages(conn, session.record_id))
         try:
             run = segment_messages(messages, self.provider, self.settings.segment_budget_tokens)
         except LLMError as exc:
@@ -113,7 +114,7 @@ class TrajectoryService:
             return result
         result.windows, result.truncated_messages = run.windows, run.truncated_messages
         with self.db.engine.begin() as conn:
-            store.lock_session(conn, session.agent_id, session.session_file)
+            session_store.lock_record_key(conn, session.agent_id, session.session_file)
             if store.current_hash(conn, session.record_id) != session.content_hash:
                 result.reason = "the session file changed while it was being segmented; retried next run"
                 return result
@@ -156,16 +157,13 @@ class TrajectoryService:
                 segs = store.unlabeled_segments(conn, batch_size, session.agent_id, session.session_file)
             else:
                 segs = store.unlabeled_segments(conn, batch_size)
-            keys = store.partition_keys(conn, {(s.agent_id, s.session_file) for s in segs})
-        labels = [self.label_segment(seg) for seg in segs]
-        for label in labels:
-            label.partition_key = keys.get((label.agent_id, label.session_file))
-        return labels
+        return [self.label_segment(seg) for seg in segs]
 
     def label_segment(self, seg: store.SegmentRow) -> SegmentLabel:
         from ultron.trajectory.quality import score_trajectory
 
-        out = SegmentLabel(seg.id, seg.agent_id, seg.session_file, seg.start_line, seg.end_line, "pending")
+        out = SegmentLabel(seg.id, seg.agent_id, seg.session_file, seg.start_line, seg.end_line, "pending",
+                           partition_key=seg.partition_key)
         with self.db.engine.connect() as conn:
             messages = store.segment_messages(conn, seg)
         try:
@@ -198,18 +196,17 @@ class TrajectoryService:
 
     def extract_memories_from_segments(self, batch_size: int = 50, *, partition_key: str | None = None
                                        ) -> list[SegmentExtraction]:
-        """Memories from good segments, each segment all-or-nothing and exactly once."""
+        """Memories from good segments, each segment all-or-nothing and exactly once.
+
+        The query already keeps only memory-eligible segments (overall_score at or above
+        ULTRON_TRAJECTORY_MEMORY_SCORE_THRESHOLD, the same test as :meth:`is_memory_eligible`)."""
         with self.db.engine.connect() as conn:
             segs = store.extractable_segments(conn, batch_size, self.settings.trajectory_memory_score_threshold,
                                               partition_key)
-            keys = store.partition_keys(conn, {(s.agent_id, s.session_file) for s in segs})
         out = []
         for seg in segs:
-            result = SegmentExtraction(seg.id, keys.get((seg.agent_id, seg.session_file)), "skipped")
-            if self.is_memory_eligible(seg.metrics):
-                self._extract_segment(seg, result)
-            else:
-                result.reason = "not memory-eligible"
+            result = SegmentExtraction(seg.id, seg.partition_key, "skipped")
+            self._extract_segment(seg, result)
             out.append(result)
         return out
 
@@ -254,8 +251,7 @@ class TrajectoryService:
 
     def is_sft_eligible(self, quality_metrics: dict[str, Any] | str | None, min_score: float | None = None) -> bool:
         """``min_score`` replaces ULTRON_TRAJECTORY_SFT_SCORE_THRESHOLD for one export."""
-        floor = self.settings.trajectory_sft_score_threshold if min_score is None else min_score
-        return _score(quality_metrics) >= floor
+        return _score(quality_metrics) >= self._sft_floor(min_score)
 
     # -- SFT export ------------------------------------------------------------------------
 
@@ -267,8 +263,7 @@ class TrajectoryService:
         from ultron.sft.export import build_examples
 
         floor = self._sft_floor(min_quality_score)
-        examples = build_examples(self.db, self.settings, min_score=floor, task_type=task_type, limit=limit,
-                                  eligible=lambda m: self.is_sft_eligible(m, floor))
+        examples = build_examples(self.db, self.settings, min_score=floor, task_type=task_type, limit=limit)
         return [ex.sdk_dict() for ex in examples]
 
     def export_sft_dataset(self, task_type: str | None = None, min_quality_score: float | None = None,
@@ -280,8 +275,7 @@ class TrajectoryService:
 
         floor = self._sft_floor(min_quality_score)
         return export_dataset(self.db, self.settings, min_score=floor, task_type=task_type, limit=limit,
-                              eligible=lambda m: self.is_sft_eligible(m, floor), progress=progress,
-                              reuse_unchanged=reuse_unchanged)
+                              progress=progress, reuse_unchanged=reuse_unchanged)
 
     def _sft_floor(self, min_quality_score: float | None) -> float:
         return self.settings.trajectory_sft_score_threshold if min_quality_score is None else min_quality_score
@@ -304,6 +298,10 @@ class TrajectoryService:
     def session_for_partition(self, partition_key: str) -> store.PendingSession | None:
         with self.db.engine.connect() as conn:
             return store.session_by_partition(conn, partition_key)
+
+    def segments_for(self, agent_id: str, session_file: str) -> list[store.SegmentRow]:
+        with self.db.engine.connect() as conn:
+            return store.segments_for(conn, agent_id, session_file)
 
     def message_lines(self, agent_id: str, session_file: str) -> list[int]:
         with self.db.engine.connect() as conn:
