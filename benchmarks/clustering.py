@@ -250,7 +250,7 @@ def main() -> int:
 
         settings = Settings.from_env(embedding_provider="hash", llm_provider="rules")
         client = Ultron(settings)
-        service = ClusterService(client.memory)
+        service = ClusterService(client.context)
         e2e_table(args, rng, client, service)
         assign_table(args, rng, client, service)
     print(f"\n(total {time.perf_counter() - start:.0f} s)")

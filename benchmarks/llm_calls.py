@@ -28,7 +28,7 @@ RENDERED = re.compile(r"^\[(\d+)\] (system|user|assistant|tool)(?: \(sub-agent\)
 
 
 def responder_factory():
-    from ultron.llm.rules_segmenter import segment_window
+    from ultron.heuristics.segmenter import segment_window
     from ultron.sessions.messages import Message
     from ultron.testing.fake_openai import Reply
 
@@ -64,12 +64,14 @@ def main() -> int:
 
 
 def _run(args: argparse.Namespace, home: Path) -> int:
-    from ultron.llm.providers import OpenAIProvider, render_message
+    from ultron.prompts.render import render_message
+    from ultron.providers import OpenAIProvider
     from ultron.llm.tokens import count_tokens
     from ultron.sdk import Ultron
     from ultron.settings import Settings
     from ultron.testing.fake_openai import FakeOpenAI
     from ultron.trajectory.segmentation import SHORT_SESSION
+    from ultron.context import ServiceContext
     from ultron.trajectory.service import TrajectoryService
 
     with FakeOpenAI(responder_factory()) as server:
@@ -82,7 +84,7 @@ def _run(args: argparse.Namespace, home: Path) -> int:
                                      **overrides)
         client = Ultron(settings)
         client.ingest([SHARED], "bench")
-        service = TrajectoryService(client.db, settings, OpenAIProvider(settings))
+        service = TrajectoryService(ServiceContext(client.db, settings, provider=OpenAIProvider(settings)))
         budget = settings.segment_budget_tokens
 
         # The minimum: sessions over 2 messages need at least ceil(total tokens / budget) windows.

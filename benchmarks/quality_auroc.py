@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from ultron.sessions.parsing import SessionParser
-    from ultron.trajectory.quality import QUALITY_VERSION, score_trajectory
+    from ultron.heuristics.quality import QUALITY_VERSION, score_trajectory
 
     rows = list(csv.DictReader(open(labels_path, newline="")))
     sessions = []

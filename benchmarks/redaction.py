@@ -39,7 +39,7 @@ def run(home: Path) -> int:
     path.parent.mkdir(parents=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in session_rows()))
     client.ingest([path], "bench")
-    svc = client.trajectory_service
+    svc = client
     svc.segment_pending_sessions()
     svc.label_pending_segments()
     with client.db.engine.begin() as conn:  # extract regardless of the score: the point is where text goes

@@ -88,6 +88,7 @@ class FixedEmbedder:
 def run(args: argparse.Namespace) -> int:
     import sqlalchemy as sa
 
+    from ultron.context import ServiceContext
     from ultron.memory.service import MemoryService
     from ultron.sdk import Ultron
     from ultron.settings import Settings
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     centres = rng.normal(0, 1, (300, DIM)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
     embedder = FixedEmbedder()
-    memory = MemoryService(client.db, settings, embedder=embedder, redactor=None)
+    memory = MemoryService(ServiceContext(client.db, settings, embedder=embedder, redactor=None))
     memory._redactor = type("NoRedaction", (), {"redact": staticmethod(lambda s: s)})()
     memory._profile_checked = True
 

@@ -241,7 +241,7 @@ def errors(segment_fn: SegmentFn, seed: int = 0, n: int = 300, condition: str = 
 
 def pipeline(budget_tokens: int) -> SegmentFn:
     """The full algorithm: sliding windows over the session, rules provider, line snapping."""
-    from ultron.llm.providers import RulesProvider
+    from ultron.providers import RulesProvider
     from ultron.trajectory.segmentation import segment_messages
 
     provider = RulesProvider()
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     if not default_data_dir().is_dir():
         print(f"{default_data_dir()} not found: nothing to measure")
         return 0
-    from ultron.llm.rules_segmenter import segment_window
+    from ultron.heuristics.segmenter import segment_window
     from ultron.settings import Settings
 
     default_budget = Settings.from_env({}).segment_budget_tokens

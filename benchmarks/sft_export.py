@@ -93,7 +93,7 @@ def build_synthetic(client, n: int) -> None:
 
 def build_shared(client) -> None:
     assert client.ingest([SHARED], "shared").totals["failed"] == 0
-    svc = client.trajectory_service
+    svc = client
     svc.segment_pending_sessions(batch_size=100_000)
     svc.label_pending_segments(batch_size=100_000)
 
@@ -104,7 +104,7 @@ def measure(client, label: str, min_score: float) -> dict:
     from ultron.sft.export import BATCH
     from ultron.sft.validate import validate_sft_file
 
-    svc = client.trajectory_service
+    svc = client
     t0 = time.perf_counter()
     with client.db.engine.connect() as conn:
         cands = store.select_candidates(conn, min_score=min_score, limit=None)

@@ -136,11 +136,11 @@ def cluster_memories(n: int, seed: int) -> list[dict]:
 
 
 def time_synthesis(n: int, repeats: int, redactor) -> dict[str, float]:
-    from ultron.llm.providers import validate_skill
+    from ultron.prompts.skills import validate_skill
     from ultron.skills import gate
     from ultron.skills.draft import SkillDraft
     from ultron.skills.render import SkillHeader, render_skill_md
-    from ultron.skills.synthesis import synthesize
+    from ultron.heuristics.skill_synthesis import synthesize
 
     members = cluster_memories(n, seed=n)
     synth, gating, passed = [], [], 0
@@ -184,7 +184,7 @@ def time_evolution(client, n: int, seed: int) -> float:
                      {"c": cluster, "t": f"missing python modules {seed}"})
         conn.execute(sa.text("UPDATE memory_records SET cluster_id = :c WHERE id = ANY(:ids)"),
                      {"c": cluster, "ids": ids})
-    service = SkillService(client.memory)
+    service = SkillService(client.context)
     t0 = time.perf_counter()
     report = service.run_skill_evolution()
     elapsed = time.perf_counter() - t0
@@ -206,6 +206,7 @@ def main() -> int:
 def run(args: argparse.Namespace) -> int:
     import sqlalchemy as sa
 
+    from ultron.context import ServiceContext
     from ultron.memory.service import MemoryService
     from ultron.redaction import get_redactor
     from ultron.sdk import Ultron
@@ -218,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
     centres = rng.normal(0, 1, (300, DIM)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
     embedder = FixedEmbedder()
-    memory = MemoryService(client.db, settings, embedder=embedder, redactor=NoRedaction())
+    memory = MemoryService(ServiceContext(client.db, settings, embedder=embedder, redactor=NoRedaction()))
     memory._profile_checked = True
     service = SkillService(memory)
 
@@ -301,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
         conn.execute(sa.text("TRUNCATE skills, knowledge_clusters CASCADE"))
     client.memory.check_embedding_profile()          # one-time costs out of the timings
     _ = client.memory.redactor, client.memory.provider
-    SkillService(client.memory).run_skill_evolution()
+    SkillService(client.context).run_skill_evolution()
     for n in (5, 50):
         t = time_synthesis(n, args.synth_repeats, redactor)
         evolution = time_evolution(client, n, seed=n)

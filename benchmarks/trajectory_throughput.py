@@ -64,11 +64,11 @@ def main() -> int:
 
 
 def _run(args: argparse.Namespace, home: Path) -> int:
-    from ultron.llm.providers import RulesProvider
+    from ultron.providers import RulesProvider
     from ultron.sdk import Ultron
     from ultron.sessions.parsing import SessionParser
     from ultron.settings import Settings
-    from ultron.trajectory.quality import score_trajectory
+    from ultron.heuristics.quality import score_trajectory
     from ultron.trajectory.segmentation import segment_messages
 
     files, kind = build_corpus(home / "corpus", args.sessions)

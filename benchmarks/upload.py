@@ -54,13 +54,14 @@ def run(args: argparse.Namespace) -> int:
 
     from ultron.db.memories import vec
     from ultron.embeddings import HashingEmbedder
+    from ultron.context import ServiceContext
     from ultron.memory.service import MemoryService, embedding_text
     from ultron.sdk import Ultron
     from ultron.settings import Settings
 
     settings = Settings.from_env(embedding_provider="hash")
     client = Ultron(settings)
-    memory = MemoryService(client.db, settings)
+    memory = MemoryService(ServiceContext(client.db, settings))
     embedder = HashingEmbedder(384)
     rng = random.Random(11)
     memory.upload_memory("warm-up upload", "", "")  # builds the redactor and profile outside the timing

@@ -1,9 +1,10 @@
 import dagster as dg
 
-from jobs.maintenance import run_pipeline_steps
-from ultron_assets.raw_sessions import raw_sessions
-from ultron_assets.memories import memories
-from ultron_assets.trajectory import quality_metrics, task_segments
+from jobs.maintenance import ingest_inbox
+from ultron_assets.memory import memories
+from ultron_assets.trajectory import quality_metrics, raw_sessions, task_segments
+
+__all__ = ["ingest_inbox", "ingest_sessions", "pipeline_job"]
 
 #: What the inbox sensor launches for a few files: one run per new or changed file.
 ingest_sessions = dg.define_asset_job(
@@ -11,13 +12,6 @@ ingest_sessions = dg.define_asset_job(
     selection=[raw_sessions, task_segments, quality_metrics, memories],
     description="Ingest, segment, score and extract memories from one session file (one partition of each asset).",
 )
-
-
-@dg.job(description="Ingest every new or changed inbox file in one run (the sensor's batch mode: "
-        "a first sweep of thousands of files would otherwise start thousands of runs).")
-def ingest_inbox() -> None:
-    run_pipeline_steps()
-
 
 #: Every asset, for one session partition plus the whole-store assets after it: what the UI's
 #: "Materialize all" and a backfill over all session partitions run.

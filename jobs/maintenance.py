@@ -1,20 +1,34 @@
-"""Ops shared by the maintenance job (every ULTRON_DECAY_INTERVAL_HOURS) and the
-sensor's batch job: re-ingest pending files, segment pending sessions, label
-pending segments. Work left pending by an LLM outage is picked up here."""
+"""The maintenance job (every ULTRON_DECAY_INTERVAL_HOURS) and the sensor's batch job,
+built from the one maintenance sequence in ``ultron.maintenance``: one op per step, in
+that order. Each op runs its step through the SDK and shows the result in the UI with the
+same metadata the assets give (``ultron_assets.metadata``); the per-session steps also
+evaluate the assets' checks for every partition they touched, so a batch run is checked
+like a partition run."""
+
+from typing import Any, Callable
 
 import dagster as dg
 
 from resources.database import UltronResource
 from resources.llm import LLMResource
+from ultron.maintenance import BATCH, PIPELINE_STEPS, STEPS, Step
+from ultron.sdk import Ultron
+from ultron.trajectory.coverage import coverage_problems, score_problems
+from ultron_assets.metadata import clusters_metadata, llm_metadata, skills_metadata, tier_chart
 from ultron_assets.partitions import session_partitions
 
-BATCH = 100_000  # everything pending; each item is its own transaction
+Context = dg.OpExecutionContext
 
 
-@dg.op(description="Re-ingest inbox files that changed or were never ingested (the sensor's safety net).")
-def refresh_sessions(context: dg.OpExecutionContext, ultron: UltronResource) -> None:
-    client = ultron.client()
-    report = client.ingestion.refresh()
+def _check(context: Context, asset: str, check: str, partition: str | None, passed: bool,
+           severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR, **metadata: Any) -> None:
+    context.log_event(dg.AssetCheckEvaluation(
+        asset_key=dg.AssetKey(asset), check_name=check, passed=passed, severity=severity,
+        metadata={k: dg.MetadataValue.json(v) if isinstance(v, (list, dict)) else v for k, v in metadata.items()},
+        partition=partition))
+
+
+def _report_refresh(context: Context, client: Ultron, report) -> None:
     touched = [f for f in report.files if f.status in ("new", "changed") and f.partition_key]
     partitions_name = session_partitions.name
     missing = [f.partition_key for f in touched
@@ -26,6 +40,8 @@ def refresh_sessions(context: dg.OpExecutionContext, ultron: UltronResource) -> 
             asset_key="raw_sessions", partition=f.partition_key, description="ingested by a batch job",
             metadata={"status": f.status, "messages": f.messages, "problem_count": len(f.problems),
                       "path": dg.MetadataValue.path(f.path)}))
+        _check(context, "raw_sessions", "parsed_cleanly", f.partition_key, not f.problems,
+               dg.AssetCheckSeverity.WARN, status=f.status, problem_count=len(f.problems))
     for f in report.files:
         if f.status == "failed":
             context.log.error(f"{f.path}: failed: " + "; ".join(
@@ -33,15 +49,17 @@ def refresh_sessions(context: dg.OpExecutionContext, ultron: UltronResource) -> 
     context.log.info(f"refresh: {report.totals}")
 
 
-@dg.op(ins={"after": dg.In(dg.Nothing)}, description="Segment every session still pending (segmented=0).")
-def segment_sessions(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
-    service = ultron.trajectory_service(llm)
-    results = service.segment_pending_sessions(batch_size=BATCH)
+def _report_segments(context: Context, client: Ultron, results) -> None:
+    service = client.trajectory_service
     for r in results:
         if r.status == "segmented" and r.partition_key:
             context.log_event(dg.AssetMaterialization(
                 asset_key="task_segments", partition=r.partition_key, description="segmented by a batch job",
                 metadata={"segments": len(r.segments), "replaced": r.replaced, "windows": r.windows}))
+            rows = service.segments_for(r.agent_id, r.session_file)
+            problems = coverage_problems(service.message_lines(r.agent_id, r.session_file), rows)
+            _check(context, "task_segments", "segments_cover_session", r.partition_key, not problems,
+                   problems=problems)
         elif r.status != "segmented":
             context.log.warning(f"{r.session_file}: still pending: {r.reason}")
     done = sum(1 for r in results if r.status == "segmented")
@@ -49,10 +67,8 @@ def segment_sessions(context: dg.OpExecutionContext, ultron: UltronResource, llm
                      f"LLM {service.provider.name}: {service.usage.to_dict()}")
 
 
-@dg.op(ins={"after": dg.In(dg.Nothing)}, description="Score every segment still unlabeled (labeled=0).")
-def label_segments(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
-    service = ultron.trajectory_service(llm)
-    labels = service.label_pending_segments(batch_size=BATCH)
+def _report_labels(context: Context, client: Ultron, labels) -> None:
+    service = client.trajectory_service
     by_partition: dict[str, list[float]] = {}
     for lb in labels:
         if lb.status == "labeled" and lb.partition_key:
@@ -63,60 +79,54 @@ def label_segments(context: dg.OpExecutionContext, ultron: UltronResource, llm: 
         context.log_event(dg.AssetMaterialization(
             asset_key="quality_metrics", partition=key, description="labelled by a batch job",
             metadata={"labeled_now": len(scores), "mean_score": sum(scores) / len(scores)}))
+        rows = service.segments_for_partition(key)
+        scored = [(r.id, r.metrics["summary"]["overall_score"]) for r in rows if r.labeled and r.metrics]
+        problems = score_problems(scored)
+        _check(context, "quality_metrics", "scores_in_range", key, not problems, problems=problems,
+               scored=len(scored))
     context.log.info(f"labelling: {sum(len(v) for v in by_partition.values())} labeled, "
                      f"{sum(1 for lb in labels if lb.status != 'labeled')} pending; "
                      f"LLM {service.provider.name}: {service.usage.to_dict()}")
 
 
-@dg.op(ins={"after": dg.In(dg.Nothing)}, description="Extract memories from every memory-eligible segment not yet extracted.")
-def extract_memories(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
-    service = ultron.trajectory_service(llm)
-    results = service.extract_memories_from_segments(batch_size=BATCH)
+def _report_extraction(context: Context, client: Ultron, results) -> None:
     by_partition: dict[str, list] = {}
     for r in results:
         if r.status == "extracted" and r.partition_key:
             by_partition.setdefault(r.partition_key, []).append(r)
         elif r.status == "pending":
             context.log.warning(f"segment {r.segment_id[:8]}: extraction pending: {r.reason}")
+    redact = client.context.redactor.redact if by_partition else None
     for key, rs in by_partition.items():
         context.log_event(dg.AssetMaterialization(
             asset_key="memories", partition=key, description="extracted by a batch job",
             metadata={"inserted": sum(r.inserted for r in rs), "merged": sum(r.merged for r in rs),
                       "dropped_low_confidence": sum(r.dropped_low_confidence for r in rs)}))
+        records = client.memory.records_for_partition(key)
+        leaks = [m.id for m in records if any(redact(v) != v for v in (m.content, m.context, m.resolution))]
+        _check(context, "memories", "memories_redacted", key, not leaks, unredacted=leaks[:20])
     context.log.info(f"extraction: {sum(1 for r in results if r.status == 'extracted')} segments extracted, "
                      f"{sum(r.inserted for r in results)} memories inserted, {sum(r.merged for r in results)} merged")
 
 
-@dg.op(ins={"after": dg.In(dg.Nothing)}, description="Rebalance HOT/WARM/COLD tiers; archive stale COLD memories.")
-def rebalance_tiers(context: dg.OpExecutionContext, ultron: UltronResource) -> None:
-    from ultron_assets.memories import tier_chart
-
-    counts = ultron.client().memory.run_tier_rebalance()
+def _report_tiers(context: Context, client: Ultron, counts) -> None:
     context.log_event(dg.AssetMaterialization(
         asset_key="tiers", description="rebalanced by the maintenance job",
         metadata={**{k.lower(): v for k, v in counts.items()}, "distribution": dg.MetadataValue.md(tier_chart(counts))}))
     context.log.info(f"tiers: {counts}")
 
 
-@dg.op(ins={"after": dg.In(dg.Nothing)}, description="Re-cluster active memories (HDBSCAN, stable ids, topics).")
-def cluster_memories(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
-    from ultron_assets.clusters import clusters_metadata
-
-    client = ultron.client(llm)
-    report = client.clusters.run_clustering().to_dict()
+def _report_clusters(context: Context, client: Ultron, report) -> None:
+    report = report.to_dict()
     context.log_event(dg.AssetMaterialization(
         asset_key="clusters", description="re-clustered by the maintenance job",
-        metadata=clusters_metadata(report, client.clusters.list_clusters())))
+        metadata={**clusters_metadata(report, client.clusters.list_clusters()),
+                  **llm_metadata(client.context.provider.usage, client.context.provider.name)}))
     context.log.info(f"clustering: { {k: v for k, v in report.items() if not isinstance(v, list)} }")
 
 
-@dg.op(ins={"after": dg.In(dg.Nothing)},
-       description="Crystallise ready clusters into skills; re-crystallise grown ones (new version if better).")
-def evolve_skills(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
-    from ultron_assets.skills import skills_metadata
-
-    client = ultron.client(llm)
-    report = client.skills.run_skill_evolution().to_dict()
+def _report_skills(context: Context, client: Ultron, report) -> None:
+    report = report.to_dict()
     context.log_event(dg.AssetMaterialization(
         asset_key="skills", description="evolved by the maintenance job", metadata=skills_metadata(client, report)))
     for failure in report.get("failed") or []:
@@ -124,35 +134,54 @@ def evolve_skills(context: dg.OpExecutionContext, ultron: UltronResource, llm: L
     context.log.info(f"skill evolution: { {k: v for k, v in report.items() if not isinstance(v, list)} }")
 
 
-@dg.op(ins={"after": dg.In(dg.Nothing)},
-       description="Merge near-duplicate memories already in the store (only when ULTRON_CONSOLIDATE_ENABLED).")
-def consolidate_memories(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
-    client = ultron.client()
-    if not client.settings.consolidate_enabled:
-        context.log.info("consolidation is off (ULTRON_CONSOLIDATE_ENABLED)")
-        return
-    context.log.info(f"consolidation: {ultron.trajectory_service(llm).memory.consolidate(max_merges=1000)}")
+def _report_consolidation(context: Context, client: Ultron, counts) -> None:
+    context.log.info("consolidation is off (ULTRON_CONSOLIDATE_ENABLED)" if counts is None
+                     else f"consolidation: {counts}")
 
 
-@dg.op(ins={"after": dg.In(dg.Nothing)}, description="Drop raw uploads older than ULTRON_RAW_ARCHIVE_RETENTION_DAYS.")
-def purge_raw_archive(context: dg.OpExecutionContext, ultron: UltronResource) -> None:
-    from ultron.db import sessions as session_store
-
-    client = ultron.client()
-    with client.db.engine.begin() as conn:
-        purged = session_store.purge_raw_archive(conn, client.settings.raw_archive_retention_days)
-    context.log.info(f"raw archive: {purged} uploads older than {client.settings.raw_archive_retention_days:g} days purged")
+def _report_purge(context: Context, client: Ultron, purged) -> None:
+    days = client.settings.raw_archive_retention_days
+    context.log.info(f"raw archive: {purged} uploads older than {days:g} days purged")
 
 
-def run_pipeline_steps():
-    """refresh → segment → label → extract (composed inside each job)."""
-    return extract_memories(after=label_segments(after=segment_sessions(after=refresh_sessions())))
+#: how each step shows in the UI; a step with no entry here fails the definitions' load
+REPORTERS: dict[str, Callable[[Context, Ultron, Any], None]] = {
+    "refresh_sessions": _report_refresh, "segment_sessions": _report_segments, "label_segments": _report_labels,
+    "extract_memories": _report_extraction, "rebalance_tiers": _report_tiers, "cluster_memories": _report_clusters,
+    "evolve_skills": _report_skills, "consolidate_memories": _report_consolidation,
+    "purge_raw_archive": _report_purge,
+}
 
 
-@dg.job(description="Periodic maintenance (the seed's decay loop): re-ingest pending sessions, segment pending "
-        "sessions, label pending segments, extract memories (work left by LLM outages included), rebalance tiers, "
-        "re-cluster, evolve skills, consolidate (if enabled), purge the raw archive past its retention.")
+def _step_op(step: Step) -> dg.OpDefinition:
+    report = REPORTERS[step.name]
+
+    @dg.op(name=step.name, description=step.description, ins={"after": dg.In(dg.Nothing)})
+    def run_step(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
+        client = ultron.client(llm)
+        report(context, client, step.run(client, BATCH))
+
+    return run_step
+
+
+OPS: dict[str, dg.OpDefinition] = {step.name: _step_op(step) for step in STEPS}
+
+
+def chain(steps: tuple[Step, ...]) -> None:
+    """Call the steps' ops in order inside a job body, each starting after the previous."""
+    previous = None
+    for step in steps:
+        op = OPS[step.name]
+        previous = op() if previous is None else op(after=previous)
+
+
+@dg.job(description="Periodic maintenance (the seed's decay loop): " + "; ".join(
+    s.description.rstrip(".").lower() for s in STEPS) + ".")
 def maintenance_job() -> None:
-    extracted = run_pipeline_steps()
-    evolved = evolve_skills(after=cluster_memories(after=rebalance_tiers(after=extracted)))
-    purge_raw_archive(after=consolidate_memories(after=evolved))
+    chain(STEPS)
+
+
+@dg.job(description="Ingest every new or changed inbox file in one run (the sensor's batch mode: "
+        "a first sweep of thousands of files would otherwise start thousands of runs).")
+def ingest_inbox() -> None:
+    chain(PIPELINE_STEPS)

@@ -37,5 +37,5 @@ class UltronResource(dg.ConfigurableResource):
         return Ultron(settings, provider=provider)
 
     def trajectory_service(self, llm=None):
-        """The trajectory service, with the provider the ``llm`` resource configures."""
+        """The trajectory service (segmentation, quality), with the provider the ``llm`` resource configures."""
         return self.client(llm).trajectory_service

@@ -4,7 +4,7 @@ from typing import Optional
 
 import dagster as dg
 
-from ultron.llm.providers import LLMProvider, build_provider
+from ultron.providers import LLMProvider, build_provider
 from ultron.settings import Settings
 
 
@@ -17,12 +17,14 @@ class LLMResource(dg.ConfigurableResource):
 
     provider: Optional[str] = None
     base_url: Optional[str] = None
+    #: set from dg.EnvVar in the definitions, so the key never shows in run config or the UI
+    api_key: Optional[str] = None
     model: Optional[str] = None
     quality_model: Optional[str] = None
 
     def apply(self, settings: Settings) -> Settings:
         overrides = {k: v for k, v in {
-            "llm_provider": self.provider, "llm_base_url": self.base_url,
+            "llm_provider": self.provider, "llm_base_url": self.base_url, "llm_api_key": self.api_key,
             "llm_model": self.model, "quality_llm_model": self.quality_model,
         }.items() if v is not None}
         if not overrides:

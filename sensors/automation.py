@@ -10,7 +10,7 @@ import dagster as dg
 def build_automation_sensor() -> dg.AutomationConditionSensorDefinition:
     return dg.AutomationConditionSensorDefinition(
         "ultron_automation_sensor",
-        target=dg.AssetSelection.groups("skill_hub") | dg.AssetSelection.keys("tiers", "sft_dataset"),
+        target=dg.AssetSelection.groups("skill_hub") | dg.AssetSelection.assets("tiers", "sft_dataset"),
         default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=30,
         description="Requests tiers, clusters, skills and sft_dataset once new memories or segments land.",

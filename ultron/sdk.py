@@ -1,15 +1,30 @@
 """``from ultron import Ultron``: the SDK agents, the CLI, the HTTP API and the Dagster
-assets share, so the paths into the system cannot drift apart."""
+assets share, so the paths into the system cannot drift apart.
+
+It is the composition root: it builds one :class:`~ultron.context.ServiceContext` and
+hands it to each stage's service; the stages never build or borrow each other.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from ultron.context import ServiceContext
 from ultron.db import sessions as store
 from ultron.db.database import Database
 from ultron.ingestion import IngestReport, IngestService
 from ultron.settings import Settings
+
+if TYPE_CHECKING:
+    from ultron.clusters.service import ClusterService
+    from ultron.embeddings import Embedder
+    from ultron.memory.extract import SegmentExtraction
+    from ultron.memory.service import MemoryService
+    from ultron.providers import LLMProvider
+    from ultron.sft.export import SFTExport
+    from ultron.skills.service import SkillService
+    from ultron.trajectory.service import SegmentLabel, SessionSegmentation, TrajectoryService
 
 
 class Ultron:
@@ -18,50 +33,56 @@ class Ultron:
     Creating it connects (starting the embedded server if needed) and applies
     migrations, so the first call on a fresh machine just works. ``provider``
     overrides the LLM provider the settings would pick (the Dagster ``llm``
-    resource passes its own).
+    resource passes its own), ``embedder`` the embedder.
     """
 
-    def __init__(self, settings: Settings | None = None, *, db: Database | None = None, provider=None) -> None:
+    def __init__(self, settings: Settings | None = None, *, db: Database | None = None,
+                 provider: "LLMProvider | None" = None, embedder: "Embedder | None" = None) -> None:
         self.settings = settings or Settings.from_env()
         self.db = db or Database.open(self.settings)
+        self.context = ServiceContext(self.db, self.settings, provider=provider, embedder=embedder)
         self.ingestion = IngestService(self.db, self.settings)
-        self._provider = provider
-        self._trajectory_service = None
-        self._clusters = None
-        self._skills = None
+        self._trajectory_service: TrajectoryService | None = None
+        self._memory: MemoryService | None = None
+        self._clusters: ClusterService | None = None
+        self._skills: SkillService | None = None
 
-    # -- services -------------------------------------------------------------------------
+    # -- services (built on first use: importing them loads the heuristics) -----------------
 
     @property
-    def trajectory_service(self):
-        """Segmentation, quality labels, memory extraction, SFT export, stats (ultron.trajectory.service)."""
+    def trajectory_service(self) -> "TrajectoryService":
+        """Segmentation, quality labels, stats (ultron.trajectory.service)."""
         if self._trajectory_service is None:
             from ultron.trajectory.service import TrajectoryService
 
-            self._trajectory_service = TrajectoryService(self.db, self.settings, self._provider)
+            self._trajectory_service = TrajectoryService(self.context)
         return self._trajectory_service
 
     @property
-    def memory(self):
+    def memory(self) -> "MemoryService":
         """The Memory Service (upload, search, details, tiers, consolidation, forget)."""
-        return self.trajectory_service.memory
+        if self._memory is None:
+            from ultron.memory.service import MemoryService
+
+            self._memory = MemoryService(self.context)
+        return self._memory
 
     @property
-    def clusters(self):
+    def clusters(self) -> "ClusterService":
         """Knowledge clusters (HDBSCAN batch runs, assignment between runs, topics)."""
         if self._clusters is None:
             from ultron.clusters.service import ClusterService
 
-            self._clusters = ClusterService(self.memory)
+            self._clusters = ClusterService(self.context)
         return self._clusters
 
     @property
-    def skills(self):
+    def skills(self) -> "SkillService":
         """Skill Hub: crystallisation, versions, SKILL.md files, skill search."""
         if self._skills is None:
             from ultron.skills.service import SkillService
 
-            self._skills = SkillService(self.memory)
+            self._skills = SkillService(self.context)
         return self._skills
 
     # -- ingestion ------------------------------------------------------------------------
@@ -75,7 +96,27 @@ class Ultron:
         """Extract memories from plain text and upload them directly (no trajectory rows)."""
         from ultron.memory.text import ingest_text
 
-        return ingest_text(self.memory, self.db, self.settings, text, agent_id)
+        return ingest_text(self.memory, text, agent_id)
+
+    # -- the pipeline, step by step (what the assets and maintenance run) -----------------
+
+    def segment_pending_sessions(self, batch_size: int = 50, *, partition_key: str | None = None
+                                 ) -> list["SessionSegmentation"]:
+        return self.trajectory_service.segment_pending_sessions(batch_size, partition_key=partition_key)
+
+    def label_pending_segments(self, batch_size: int = 50, *, partition_key: str | None = None
+                               ) -> list["SegmentLabel"]:
+        return self.trajectory_service.label_pending_segments(batch_size, partition_key=partition_key)
+
+    def extract_memories_from_segments(self, batch_size: int = 50, *, partition_key: str | None = None
+                                       ) -> list["SegmentExtraction"]:
+        """Memories from memory-eligible segments, each segment all-or-nothing and exactly once."""
+        from ultron.memory.extract import extract_from_segments
+
+        return extract_from_segments(self.memory, batch_size, partition_key=partition_key)
+
+    def get_trajectory_stats(self) -> dict[str, Any]:
+        return self.trajectory_service.get_trajectory_stats()
 
     # -- memories ---------------------------------------------------------------------------
 
@@ -104,6 +145,32 @@ class Ultron:
         """The current version of a skill, its SKILL.md included; None when unknown."""
         return self.skills.get_skill(slug)
 
+    # -- SFT export -----------------------------------------------------------------------------
+
+    def export_sft(self, task_type: str | None = None, min_quality_score: float | None = None,
+                   limit: int | None = 5000) -> list[dict[str, Any]]:
+        """The seed's ``[{"messages": [...], "topic": ...}]`` (plus tools, segment_id, task_type,
+        quality_score, split), cleaned and redacted exactly as the files are; nothing written.
+        ``min_quality_score`` defaults to ULTRON_TRAJECTORY_SFT_SCORE_THRESHOLD (0.8)."""
+        from ultron.sft.export import build_examples
+
+        examples = build_examples(self.db, self.settings, min_score=self._sft_floor(min_quality_score),
+                                  task_type=task_type, limit=limit)
+        return [ex.sdk_dict() for ex in examples]
+
+    def export_sft_dataset(self, task_type: str | None = None, min_quality_score: float | None = None,
+                           limit: int | None = 5000, progress: Callable[[int, int], None] | None = None,
+                           reuse_unchanged: bool = False) -> "SFTExport":
+        """Write an export under ULTRON_HOME/sft/ (see ultron.sft.export); ``progress(done, total)``
+        is called as segments are processed. Returns the ``SFTExport`` (directory, files, manifest)."""
+        from ultron.sft.export import export_dataset
+
+        return export_dataset(self.db, self.settings, min_score=self._sft_floor(min_quality_score),
+                              task_type=task_type, limit=limit, progress=progress, reuse_unchanged=reuse_unchanged)
+
+    def _sft_floor(self, min_quality_score: float | None) -> float:
+        return self.settings.trajectory_sft_score_threshold if min_quality_score is None else min_quality_score
+
     # -- maintenance ----------------------------------------------------------------------------
 
     def run_tier_rebalance(self) -> dict[str, int]:
@@ -115,24 +182,19 @@ class Ultron:
     def run_skill_evolution(self) -> dict[str, Any]:
         return self.skills.run_skill_evolution().to_dict()
 
-    def run_maintenance(self, batch_size: int = 100_000) -> dict[str, Any]:
-        """Everything the maintenance schedule does, in its order: refresh (re-ingest session files
-        changed on disk and inbox files never ingested) → segment → label → extract → tier rebalance →
-        clustering → skill evolution → consolidation (if enabled) → raw archive purge (past its retention)."""
-        ts = self.trajectory_service
-        out: dict[str, Any] = {
-            "refreshed": self.ingestion.refresh().totals,
-            "segmented": sum(1 for r in ts.segment_pending_sessions(batch_size) if r.status == "segmented"),
-            "labeled": sum(1 for r in ts.label_pending_segments(batch_size) if r.status == "labeled"),
-            "extracted": sum(1 for r in ts.extract_memories_from_segments(batch_size) if r.status == "extracted"),
-        }
-        out["tiers"] = self.run_tier_rebalance()
-        out["clusters"] = self.run_clustering()
-        out["skills"] = self.run_skill_evolution()
-        out["consolidation"] = self.memory.consolidate(max_merges=1000) if self.settings.consolidate_enabled else None
+    def purge_raw_archive(self) -> int:
+        """Drop raw uploads older than ULTRON_RAW_ARCHIVE_RETENTION_DAYS; returns how many."""
         with self.db.engine.begin() as conn:
-            out["raw_archive_purged"] = store.purge_raw_archive(conn, self.settings.raw_archive_retention_days)
-        return out
+            return store.purge_raw_archive(conn, self.settings.raw_archive_retention_days)
+
+    def run_maintenance(self, batch_size: int = 100_000) -> dict[str, Any]:
+        """Everything the maintenance schedule does, in its order (``ultron.maintenance.STEPS``,
+        the one definition the Dagster job runs too): refresh (re-ingest session files changed on
+        disk and inbox files never ingested) → segment → label → extract → tier rebalance →
+        clustering → skill evolution → consolidation (if enabled) → raw archive purge."""
+        from ultron.maintenance import run_maintenance
+
+        return run_maintenance(self, batch_size=batch_size)
 
     # -- status -----------------------------------------------------------------------------------
 

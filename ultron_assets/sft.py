@@ -40,7 +40,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SFTExportConfig, ultr
     from ultron.sft.validate import validate_export
 
     client = ultron.client()
-    export = client.trajectory_service.export_sft_dataset(
+    export = client.export_sft_dataset(
         task_type=config.task_type, min_quality_score=config.min_score, limit=config.limit, reuse_unchanged=True)
     manifest = export.manifest
     results = validate_export(export.directory)

@@ -8,7 +8,7 @@ from resources.llm import LLMResource
 from tests.conftest import TEST_HOME, write_jsonl
 from ultron.sessions.discovery import partition_key
 from ultron_assets.partitions import session_partitions
-from ultron_assets.raw_sessions import raw_sessions
+from ultron_assets.trajectory import raw_sessions
 
 
 def materialize(instance, key):

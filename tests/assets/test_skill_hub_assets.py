@@ -14,10 +14,10 @@ from resources.database import UltronResource
 from resources.llm import LLMResource
 from tests.conftest import TEST_HOME
 from ultron.sessions.discovery import partition_key
-from ultron_assets.clusters import clusters
-from ultron_assets.memories import memories, tiers
+from ultron_assets.skills import clusters
+from ultron_assets.memory import memories, tiers
 from ultron_assets.partitions import session_partitions
-from ultron_assets.raw_sessions import raw_sessions
+from ultron_assets.trajectory import raw_sessions
 from ultron_assets.sft import sft_dataset
 from ultron_assets.skills import skills
 from ultron_assets.trajectory import quality_metrics, task_segments

@@ -10,8 +10,7 @@ from tests.conftest import TEST_HOME, write_jsonl
 from ultron.sessions.discovery import partition_key
 from ultron.testing.fake_openai import FakeOpenAI, Reply
 from ultron_assets.partitions import session_partitions
-from ultron_assets.raw_sessions import raw_sessions
-from ultron_assets.trajectory import quality_metrics, task_segments
+from ultron_assets.trajectory import quality_metrics, raw_sessions, task_segments
 
 SEED_EXAMPLE = [
     {"role": "user", "content": "How do I read a CSV in Python?"},
@@ -104,7 +103,7 @@ def test_an_llm_outage_leaves_work_pending_for_maintenance(client, dagster_insta
 
 def test_memories_and_tiers_assets(client, dagster_instance, tmp_path):
     from tests.storage.test_memory_storage import _good_session
-    from ultron_assets.memories import memories, tiers
+    from ultron_assets.memory import memories, tiers
 
     f = _good_session(tmp_path, "asset-good.jsonl")
     key = partition_key("mem-agent", f)

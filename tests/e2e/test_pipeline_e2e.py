@@ -4,18 +4,16 @@ sessions → segments → scores → memories → tiers → search (skipped when
 import pytest
 
 from tests.conftest import SHARED_DATA
-from ultron.trajectory.service import TrajectoryService
+from ultron.sdk import Ultron
 
 pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is not present")
 
 
 def test_shared_sessions_become_searchable_memories(client):
     from ultron.embeddings import LocalMiniLMEmbedder
-    from ultron.memory.service import MemoryService
 
     settings = client.settings.__class__.from_env(home=client.settings.home, embedding_provider="local")
-    svc = TrajectoryService(client.db, settings)
-    svc._memory = MemoryService(client.db, settings, provider=svc.provider, embedder=LocalMiniLMEmbedder())
+    svc = Ultron(settings, db=client.db, embedder=LocalMiniLMEmbedder())
     assert client.ingest([SHARED_DATA], "shared").totals["failed"] == 0
     segmented = svc.segment_pending_sessions(batch_size=1000)
     assert all(r.status == "segmented" for r in segmented)

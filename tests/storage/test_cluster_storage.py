@@ -16,7 +16,8 @@ import sqlalchemy as sa
 
 from ultron.clusters import ClusterService
 from ultron.db import clusters as cluster_store
-from ultron.llm.providers import OpenAIProvider
+from ultron.providers import OpenAIProvider
+from ultron.context import ServiceContext
 from ultron.memory.service import MemoryService
 from ultron.testing.fake_openai import FakeOpenAI, Reply
 
@@ -50,7 +51,7 @@ def ultron(client):
 
 @pytest.fixture
 def clusters(ultron):
-    return ClusterService(ultron.memory)
+    return ClusterService(ultron.context)
 
 
 def upload(ultron, topic: str, i: int) -> str:
@@ -234,9 +235,9 @@ def llm_service(ultron, settings, fake) -> ClusterService:
     llm_settings = settings.__class__.from_env(llm_provider="openai", llm_base_url=fake.url, llm_api_key="k",
                                                llm_max_retries=1, llm_retry_base_seconds=0.01,
                                                llm_timeout_seconds=5)
-    memory = MemoryService(ultron.db, llm_settings, provider=OpenAIProvider(llm_settings),
-                           embedder=ultron.memory.embedder, redactor=ultron.memory.redactor)
-    return ClusterService(memory)
+    memory = MemoryService(ServiceContext(ultron.db, llm_settings, provider=OpenAIProvider(llm_settings),
+                           embedder=ultron.memory.embedder, redactor=ultron.memory.redactor))
+    return ClusterService(memory.ctx)
 
 
 def test_topics_come_from_the_llm_when_one_is_configured(ultron, settings):
@@ -253,7 +254,7 @@ def test_topics_come_from_the_llm_when_one_is_configured(ultron, settings):
         listing = fake.requests[0]["messages"][1]["content"]
     assert report.topics_llm == 3 and report.topics_rules == 0 and report.llm_failures == 0
     assert listing.count("\n- ") >= 5  # the members' summaries were shown
-    assert sorted(c["topic"] for c in ClusterService(ultron.memory).list_clusters()) == [
+    assert sorted(c["topic"] for c in ClusterService(ultron.context).list_clusters()) == [
         "Docker problems and fixes", "Git problems and fixes", "Postgres problems and fixes"]
 
 
@@ -265,7 +266,7 @@ def test_llm_garbage_or_outage_falls_back_to_rules_and_is_counted(ultron, settin
         report = llm_service(ultron, settings, fake).run_clustering()
     assert report.clusters == 3 and report.topics_llm == 0 and report.topics_rules == 3
     assert report.llm_failures == 2  # one invalid answer, one outage; after that no more waiting on it
-    assert all(" · " in c["topic"] for c in ClusterService(ultron.memory).list_clusters())
+    assert all(" · " in c["topic"] for c in ClusterService(ultron.context).list_clusters())
 
 
 @pytest.mark.parametrize("survivor_slug", [None, "docker-deps"])

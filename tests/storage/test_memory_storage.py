@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.conftest import write_jsonl
+from ultron.context import ServiceContext
 from ultron.memory.service import EmbeddingProfileMismatch, MemoryService, Provenance
 
 PANDAS = ("ModuleNotFoundError: No module named 'pandas'", "running the analysis script in a Docker container",
@@ -54,8 +55,8 @@ def test_concurrent_uploads_of_the_same_memory_make_one_row(memory, client):
     def upload():
         try:
             barrier.wait()
-            MemoryService(client.db, client.settings, provider=memory.provider, embedder=memory.embedder,
-                          redactor=memory.redactor).upload_memory(*PANDAS)
+            MemoryService(ServiceContext(client.db, client.settings, provider=memory.provider, embedder=memory.embedder,
+                          redactor=memory.redactor)).upload_memory(*PANDAS)
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -130,7 +131,7 @@ def test_a_different_embedder_is_refused(memory, client):
     memory.upload_memory(*PANDAS)
     with client.db.engine.begin() as conn:
         conn.execute(sa.text("UPDATE embedding_profile SET name = 'local:all-MiniLM-L6-v2'"))
-    other = MemoryService(client.db, client.settings, provider=memory.provider, redactor=memory.redactor)
+    other = MemoryService(ServiceContext(client.db, client.settings, provider=memory.provider, redactor=memory.redactor))
     with pytest.raises(EmbeddingProfileMismatch, match="never mixed"):
         other.upload_memory("anything at all", "", "")
 
@@ -169,7 +170,7 @@ def test_forget_a_session_leaves_nothing_of_it_anywhere(client, tmp_path):
         {"role": "user", "content": "Thanks, that worked!"},
     ])
     client.ingest([f], "forget-agent")
-    svc = client.trajectory_service
+    svc = client
     svc.segment_pending_sessions()
     svc.label_pending_segments()
     svc.extract_memories_from_segments()
@@ -227,7 +228,7 @@ def _good_session(tmp_path, name="good.jsonl"):
 
 def _extractable(client, f):
     client.ingest([f], "agent")
-    svc = client.trajectory_service
+    svc = client
     svc.segment_pending_sessions()
     svc.label_pending_segments()
     with client.db.engine.begin() as conn:  # make the scorer's verdict irrelevant to this test
@@ -291,7 +292,7 @@ def _occurrences_outside_raw(client, needle: str) -> int:
 
 
 def test_a_merge_waits_for_the_llm_and_is_retried_on_the_next_duplicate(client):
-    from ultron.llm.providers import OpenAIProvider
+    from ultron.providers import OpenAIProvider
     from ultron.testing.fake_openai import FakeOpenAI, Reply
 
     state = {"merge_down": True}
@@ -313,7 +314,7 @@ def test_a_merge_waits_for_the_llm_and_is_retried_on_the_next_duplicate(client):
         settings = client.settings.__class__.from_env(
             home=client.settings.home, llm_provider="openai", llm_base_url=server.url, llm_api_key="k",
             llm_max_retries=0, llm_retry_base_seconds=0.01)
-        svc = MemoryService(client.db, settings, provider=OpenAIProvider(settings))
+        svc = MemoryService(ServiceContext(client.db, settings, provider=OpenAIProvider(settings)))
         first = svc.upload_memory(*PANDAS).record
         down = svc.upload_memory(PANDAS[0], PANDAS[1], "add pandas to requirements.txt")
         assert down.action == "merged" and down.merge_pending
@@ -342,7 +343,7 @@ def test_raw_archive_switch_and_retention(client, tmp_path):
 def test_a_running_service_notices_when_the_store_switches_embedders(client, monkeypatch):
     """A long-running server (ultron dev / serve) must not keep writing old vectors after
     `ultron reembed` moved the store to another embedder in another process."""
-    import ultron.memory.service as service_module
+    import ultron.context as service_module
 
     client.upload_memory("ModuleNotFoundError: No module named 'pandas'", "docker", "pip install pandas")
     with client.db.engine.begin() as conn:

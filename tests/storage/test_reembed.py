@@ -7,8 +7,10 @@ import sqlalchemy as sa
 
 from ultron.db import memories as store
 from ultron.embeddings import HashingEmbedder
-from ultron.memory.reembed import UNFINISHED, ReembedError, reembed
-from ultron.memory.service import EmbeddingProfileMismatch, MemoryService, embedding_text
+from ultron.reembed import UNFINISHED, ReembedError, reembed
+from ultron.context import ServiceContext
+from ultron.context import EmbeddingProfileMismatch
+from ultron.memory.service import MemoryService, embedding_text
 from ultron.skills.draft import SkillDraft
 from ultron.skills.render import SkillHeader, render_skill_md
 
@@ -84,7 +86,7 @@ def filled(client):
 
 
 def test_reembed_switches_the_store_to_the_new_embedder(client, filled):
-    new = MemoryService(client.db, client.settings, embedder=SaltedHash())
+    new = MemoryService(ServiceContext(client.db, client.settings, embedder=SaltedHash()))
     with pytest.raises(EmbeddingProfileMismatch, match="hash:384"):
         new.search_memories("pandas")
 
@@ -114,11 +116,11 @@ def test_reembed_switches_the_store_to_the_new_embedder(client, filled):
     assert hits[0].record.id == filled[2] and "vector" in hits[0].matched and hits[0].similarity_score > 0.99
     from ultron.skills.service import SkillService
 
-    found = SkillService(new).search_skills("python script fails with ModuleNotFoundError in Docker")
+    found = SkillService(new.ctx).search_skills("python script fails with ModuleNotFoundError in Docker")
     assert [(f["slug"], f["version"]) for f in found] == [("fix-python-imports", "1.1.0")]
     # the old embedder is now the one refused
     with pytest.raises(EmbeddingProfileMismatch, match="salted-hash:384"):
-        MemoryService(client.db, client.settings, embedder=HashingEmbedder(384)).search_memories("pandas")
+        MemoryService(ServiceContext(client.db, client.settings, embedder=HashingEmbedder(384))).search_memories("pandas")
     # uploads with the new embedder dedup against the re-embedded rows
     assert new.upload_memory(*MEMORIES[0]).action == "merged"
 
@@ -126,14 +128,14 @@ def test_reembed_switches_the_store_to_the_new_embedder(client, filled):
 def test_a_different_dimension_is_refused_and_nothing_changes(client, filled):
     before = stored_vector(client, "memory_records", filled[0])
     with pytest.raises(ReembedError, match=r"128-d.*384-d.*ULTRON_EMBEDDING_DIM=384"):
-        reembed(MemoryService(client.db, client.settings, embedder=Narrow()))
+        reembed(ServiceContext(client.db, client.settings, embedder=Narrow()))
     assert rows(client, "SELECT name FROM embedding_profile") == [("hash:384",)]
     assert np.array_equal(stored_vector(client, "memory_records", filled[0]), before)
     assert client.memory.search_memories("pandas")
 
 
 def test_an_interrupted_run_blocks_the_store_until_it_is_run_again(client, filled):
-    broken = MemoryService(client.db, client.settings, embedder=SaltedHash(fail_after=2))  # probe + 1 batch
+    broken = MemoryService(ServiceContext(client.db, client.settings, embedder=SaltedHash(fail_after=2)))  # probe + 1 batch
     with pytest.raises(ConnectionError):
         reembed(broken, batch_size=2)
     [(name,)] = rows(client, "SELECT name FROM embedding_profile")
@@ -141,9 +143,9 @@ def test_an_interrupted_run_blocks_the_store_until_it_is_run_again(client, fille
     # half the rows are in each space: neither embedder may search or write now
     for emb in (HashingEmbedder(384), SaltedHash()):
         with pytest.raises(EmbeddingProfileMismatch, match="ultron reembed"):
-            MemoryService(client.db, client.settings, embedder=emb).upload_memory("anything new")
+            MemoryService(ServiceContext(client.db, client.settings, embedder=emb)).upload_memory("anything new")
 
-    fixed = MemoryService(client.db, client.settings, embedder=SaltedHash())
+    fixed = MemoryService(ServiceContext(client.db, client.settings, embedder=SaltedHash()))
     out = reembed(fixed, batch_size=2)
     assert out["memories"] == 5 and out["previous_unfinished"] is True
     assert out["previous_embedder"] == "salted-hash:384"
@@ -155,14 +157,14 @@ def test_a_second_concurrent_run_is_refused(client, filled):
         conn.execute(sa.text("SELECT pg_advisory_lock(hashtextextended('ultron-reembed', 0))"))
         try:
             with pytest.raises(ReembedError, match="another re-embed is running"):
-                reembed(MemoryService(client.db, client.settings, embedder=SaltedHash()))
+                reembed(ServiceContext(client.db, client.settings, embedder=SaltedHash()))
         finally:
             conn.execute(sa.text("SELECT pg_advisory_unlock(hashtextextended('ultron-reembed', 0))"))
     assert rows(client, "SELECT name FROM embedding_profile") == [("hash:384",)]
 
 
 def test_reembed_of_an_empty_store_just_records_the_profile(client):
-    out = reembed(MemoryService(client.db, client.settings, embedder=SaltedHash()))
+    out = reembed(ServiceContext(client.db, client.settings, embedder=SaltedHash()))
     assert (out["memories"], out["clusters"], out["skills"]) == (0, 0, 0)
     assert out["previous_embedder"] is None
     assert rows(client, "SELECT name, dim FROM embedding_profile") == [("salted-hash:384", 384)]

@@ -8,10 +8,10 @@ import pytest
 import sqlalchemy as sa
 
 from tests.conftest import SHARED_DATA, write_jsonl
+from ultron.sdk import Ultron
 from ultron.settings import Settings
 from ultron.sft import SFTExportError, latest_export, validate_export, validate_sft_file
 from ultron.testing.planted import PLANTED, session_rows
-from ultron.trajectory.service import TrajectoryService
 
 
 def tool_session(order: str, extra: str = "") -> list[dict]:
@@ -37,10 +37,10 @@ def home(tmp_path):
     return tmp_path / "home"
 
 
-def service(client, home, **overrides) -> TrajectoryService:
-    """The service on the shared test database, but with its own ULTRON_HOME for the files."""
+def service(client, home, **overrides) -> Ultron:
+    """The SDK on the shared test database, but with its own ULTRON_HOME for the files."""
     settings = Settings.from_env(home=home, llm_provider="rules", **overrides)
-    return TrajectoryService(client.db, settings)
+    return Ultron(settings, db=client.db)
 
 
 def ingest(client, svc, tmp_path, sessions: dict[str, list[dict]], agent="agent") -> dict[str, str]:

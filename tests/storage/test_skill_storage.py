@@ -12,7 +12,8 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from ultron.llm.providers import OpenAIProvider
+from ultron.providers import OpenAIProvider
+from ultron.context import ServiceContext
 from ultron.memory.service import MemoryService
 from ultron.skills.render import parse_skill_md
 from ultron.skills.service import SkillService
@@ -68,7 +69,7 @@ def hub(client):
     with client.db.engine.begin() as conn:
         conn.execute(sa.text("TRUNCATE knowledge_clusters, skills CASCADE"))
     shutil.rmtree(client.settings.skills_dir, ignore_errors=True)
-    return SkillService(client.memory)
+    return SkillService(client.context)
 
 
 def upload(client, memories, tags=("docker",)):
@@ -282,7 +283,7 @@ def test_concurrent_runs_publish_once(client, hub):
 
     def run():
         try:
-            reports.append(SkillService(client.memory).run_skill_evolution())
+            reports.append(SkillService(client.context).run_skill_evolution())
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -322,9 +323,9 @@ def llm_hub(client, hub, server):
     settings = client.settings.__class__.from_env(
         {"ULTRON_HOME": str(client.settings.home)}, llm_provider="openai", llm_base_url=server.url,
         llm_api_key="k", llm_model="fake-model", llm_retry_base_seconds=0.01, embedding_provider="hash")
-    memory = MemoryService(client.db, settings, provider=OpenAIProvider(settings), embedder=client.memory.embedder,
-                           redactor=client.memory.redactor)
-    return SkillService(memory)
+    memory = MemoryService(ServiceContext(client.db, settings, provider=OpenAIProvider(settings), embedder=client.memory.embedder,
+                           redactor=client.memory.redactor))
+    return SkillService(memory.ctx)
 
 
 GOOD = {

@@ -8,7 +8,8 @@ import pytest
 import sqlalchemy as sa
 
 from tests.conftest import write_jsonl
-from ultron.llm.providers import OpenAIProvider
+from ultron.context import ServiceContext
+from ultron.providers import OpenAIProvider
 from ultron.sdk import Ultron
 from ultron.testing.fake_openai import FakeOpenAI, Reply
 from ultron.trajectory.service import TrajectoryService
@@ -42,7 +43,7 @@ def service_for(client: Ultron, server: FakeOpenAI) -> TrajectoryService:
     settings = client.settings.__class__.from_env(
         home=client.settings.home, llm_provider="openai", llm_base_url=server.url, llm_api_key="k",
         llm_retry_base_seconds=0.01, llm_max_retries=1, llm_timeout_seconds=2)
-    return TrajectoryService(client.db, settings, OpenAIProvider(settings))
+    return TrajectoryService(ServiceContext(client.db, settings, provider=OpenAIProvider(settings)))
 
 
 def turns(letter: str, n_pairs: int, start: int = 0):
@@ -187,12 +188,12 @@ def test_eligibility_and_stats_follow_the_settings(client, tmp_path):
     # Thresholds come from settings: put the bar just above or below this segment's score.
     from ultron.trajectory.service import TrajectoryService
 
-    strict = TrajectoryService(client.db, client.settings.__class__.from_env(
+    strict = TrajectoryService(ServiceContext(client.db, client.settings.__class__.from_env(
         home=client.settings.home, trajectory_memory_score_threshold=min(1.0, score + 0.01),
-        trajectory_sft_score_threshold=min(1.0, score + 0.01), trajectory_excellent_score_threshold=1.0))
-    lenient = TrajectoryService(client.db, client.settings.__class__.from_env(
+        trajectory_sft_score_threshold=min(1.0, score + 0.01), trajectory_excellent_score_threshold=1.0)))
+    lenient = TrajectoryService(ServiceContext(client.db, client.settings.__class__.from_env(
         home=client.settings.home, trajectory_memory_score_threshold=max(0.0, score - 0.01),
-        trajectory_sft_score_threshold=max(0.0, score - 0.01), trajectory_excellent_score_threshold=max(0.0, score - 0.01)))
+        trajectory_sft_score_threshold=max(0.0, score - 0.01), trajectory_excellent_score_threshold=max(0.0, score - 0.01))))
     assert strict.get_trajectory_stats()["segments"]["memory_eligible"] == 0
     assert strict.get_trajectory_stats()["score_buckets"]["weak"] == 1
     assert lenient.get_trajectory_stats()["segments"]["sft_eligible"] == 1

@@ -2,8 +2,9 @@
 
 import pytest
 
-from ultron.clusters import topics
-from ultron.llm.providers import RulesProvider, validate_label
+from ultron.heuristics import topics
+from ultron.prompts.clusters import validate_label
+from ultron.providers import RulesProvider
 
 DOCKER = ["ModuleNotFoundError: no module named pandas in the docker container; add pandas and rebuild the image",
           "docker build fails: ModuleNotFoundError no module named numpy, rebuild the docker image",

@@ -5,7 +5,9 @@ import pytest
 from ultron.llm.client import ChatJSONClient
 from ultron.llm.errors import LLMInvalidAnswer, LLMUnavailable
 from ultron.llm.jsonparse import NoJSON, parse_lenient
-from ultron.llm.providers import OpenAIProvider, validate_cover, validate_rubric
+from ultron.prompts.judge import validate_rubric
+from ultron.prompts.segmentation import validate_cover
+from ultron.providers import OpenAIProvider
 from ultron.sessions.messages import Message
 from ultron.settings import Settings
 from ultron.testing.fake_openai import FakeOpenAI, Reply

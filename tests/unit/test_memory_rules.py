@@ -7,19 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from ultron.heuristics import candidates, merge, summarize
+from ultron.heuristics.classify import classify_memory_type
+from ultron.heuristics.extract import extract_from_text, extract_memories
+from ultron.heuristics.merge import is_same_memory, merge_bodies
+from ultron.heuristics.summarize import overview_l1, summarize_l0
 from ultron.llm.tokens import count_tokens
-from ultron.memory import rules
-from ultron.memory.rules import (
-    MEMORY_TYPES,
-    classify_memory_type,
-    extract_from_text,
-    extract_memories,
-    is_same_memory,
-    merge_bodies,
-    overview_l1,
-    summarize_l0,
-)
 from ultron.sessions.messages import Message
+from ultron.vocabulary import MEMORY_TYPES
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 KEYS = {"content", "context", "resolution", "tags", "kind", "tools_used", "confidence", "type_hint"}
@@ -50,9 +45,9 @@ def check_shape(memories: list[dict]) -> None:
         assert set(m) == KEYS
         assert isinstance(m["content"], str) and m["content"].strip()
         assert isinstance(m["context"], str) and isinstance(m["resolution"], str)
-        assert len(m["content"]) <= rules.CONTENT_CHARS
-        assert len(m["context"]) <= rules.CONTEXT_CHARS
-        assert len(m["resolution"]) <= rules.RESOLUTION_CHARS
+        assert len(m["content"]) <= candidates.CONTENT_CHARS
+        assert len(m["context"]) <= candidates.CONTEXT_CHARS
+        assert len(m["resolution"]) <= candidates.RESOLUTION_CHARS
         assert 0.0 <= m["confidence"] <= 1.0
         assert m["kind"] in ("procedural", "episodic")
         assert m["type_hint"] in MEMORY_TYPES
@@ -491,14 +486,14 @@ def test_summaries_stay_within_token_limits():
     context = "While parsing the uploaded CSV in the nightly import job. " * 80
     l0 = summarize_l0(LONG_TRACEBACK, context, resolution)
     l1 = overview_l1(LONG_TRACEBACK, context, resolution)
-    assert count_tokens(l0) <= rules.L0_TOKENS and "\n" not in l0
+    assert count_tokens(l0) <= summarize.L0_TOKENS and "\n" not in l0
     assert l0.startswith("ValueError: invalid literal for int()")
     assert "Cast the value" in l0
-    assert count_tokens(l1) <= rules.L1_TOKENS
+    assert count_tokens(l1) <= summarize.L1_TOKENS
     assert "ValueError" in l1 and "Context:" in l1 and "Resolution:" in l1
     for text in ("x" * 20000, "word " * 20000, "中文" * 5000):
-        assert count_tokens(summarize_l0(text, text, text)) <= rules.L0_TOKENS
-        assert count_tokens(overview_l1(text, text, text)) <= rules.L1_TOKENS
+        assert count_tokens(summarize_l0(text, text, text)) <= summarize.L0_TOKENS
+        assert count_tokens(overview_l1(text, text, text)) <= summarize.L1_TOKENS
 
 
 def test_l0_prefers_the_fix_step_of_the_resolution():
@@ -555,7 +550,7 @@ def test_merge_respects_size_limits_and_keeps_new_names():
     incoming = {"content": "A completely different sentence about docker.", "context": "x",
                 "resolution": "Use --trusted-host files.pythonhosted.org as well."}
     merged = merge_bodies(existing, incoming)
-    for key, limit in rules.MERGED_LIMITS.items():
+    for key, limit in merge.MERGED_LIMITS.items():
         assert len(merged[key]) <= limit
     steps = merge_bodies({"content": "x", "resolution": "1. Read app.py\n2. Edit app.py"},
                          {"content": "x", "resolution": "1. Read app.py\n2. Run pytest"})

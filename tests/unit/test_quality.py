@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ultron.sessions.messages import Message
-from ultron.trajectory.quality import QUALITY_VERSION, classify_task_type, score_trajectory
+from ultron.heuristics.quality import QUALITY_VERSION, classify_task_type, score_trajectory
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 TAU = SHARED_DATA / "tau-airline-dev"

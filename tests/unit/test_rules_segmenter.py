@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ultron.llm import rules_segmenter
-from ultron.llm.rules_segmenter import segment_window, topic_for
+from ultron.heuristics import segmenter
+from ultron.heuristics.segmenter import segment_window, topic_for
 from ultron.sessions.messages import Message
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -222,11 +222,11 @@ def test_random_windows_are_valid_covers_and_deterministic():
 
 def test_deterministic_across_processes():
     code = (
-        "from ultron.llm.rules_segmenter import segment_window\n"
+        "from ultron.heuristics.segmenter import segment_window\n"
         "from ultron.sessions.messages import Message as M\n"
         "w=[M('user','How do I read a CSV in Python?'),M('assistant','Use pandas.read_csv().'),"
         "M('user','Now write me a Docker compose file for postgres'),M('assistant','services: db: image: postgres')]\n"
-        "from ultron.llm import rules_segmenter as r\n"
+        "from ultron.heuristics import segmenter as r\n"
         "print(segment_window(w), [round(c.score, 9) for c in r._decide(w)])\n"
     )
     outs = set()
@@ -255,8 +255,8 @@ def test_embed_hook_replaces_the_builtin_vectors():
     assert all(isinstance(t, str) for t in calls[0]) and "CSV" in calls[0][0] and "Docker" in calls[0][1]
 
     # an embedding that calls every turn identical removes the topic-shift evidence ...
-    same_feats = rules_segmenter._decide(CSV_DOCKER, embed=same)[0].features
-    other_feats = rules_segmenter._decide(CSV_DOCKER, embed=orthogonal)[0].features
+    same_feats = segmenter._decide(CSV_DOCKER, embed=same)[0].features
+    other_feats = segmenter._decide(CSV_DOCKER, embed=orthogonal)[0].features
     assert same_feats["embedding_shift"] == 0.0 and other_feats["embedding_shift"] == 1.0
     # ... and so changes the decision on this short example
     assert starts(segment_window(CSV_DOCKER, embed=same)) == [1]

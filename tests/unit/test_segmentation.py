@@ -2,7 +2,8 @@
 
 import re
 
-from ultron.llm.providers import WindowTask, render_message
+from ultron.prompts.render import render_message
+from ultron.prompts.segmentation import WindowTask
 from ultron.llm.usage import LLMUsage
 from ultron.sessions.messages import Message
 from ultron.trajectory.segmentation import Span, fingerprint, segment_messages, snap_to_lines

@@ -5,7 +5,7 @@ import pytest
 from ultron.skills import gate
 from ultron.skills.draft import Branch, Cited, SkillDraft
 from ultron.skills.render import SkillHeader, render_skill_md
-from ultron.skills.synthesis import synthesize
+from ultron.heuristics.skill_synthesis import synthesize
 
 MEMBERS = [
     {"id": "a", "memory_type": "error", "content": "No module named pandas", "context": "report container",
@@ -47,7 +47,7 @@ def test_a_grounded_skill_passes_with_a_score():
 
 
 def test_rules_synthesis_passes_its_own_gate():
-    from ultron.llm.providers import validate_skill
+    from ultron.prompts.skills import validate_skill
 
     d = SkillDraft.from_dict(validate_skill(synthesize("pandas", MEMBERS)), "rules")
     result, _ = check(d)

@@ -4,7 +4,8 @@ against the fake OpenAI server."""
 import pytest
 
 from ultron.llm.errors import LLMInvalidAnswer
-from ultron.llm.providers import OpenAIProvider, RulesProvider, skill_prompt, validate_skill
+from ultron.prompts.skills import skill_prompt, validate_skill
+from ultron.providers import OpenAIProvider, RulesProvider
 from ultron.settings import Settings
 from ultron.testing.fake_openai import FakeOpenAI, Reply
 

@@ -1,8 +1,8 @@
 """Offline skill synthesis: steps from resolutions, merged, ordered and cited; pitfalls,
 decision branches, situations and names from the members."""
 
-from ultron.skills.synthesis import MAX_STEPS, synthesize, topic_from
-from ultron.skills.text import generalize, near_duplicate, split_actions, tokens
+from ultron.heuristics.skill_synthesis import MAX_STEPS, synthesize, topic_from
+from ultron.heuristics.skill_text import generalize, near_duplicate, split_actions, tokens
 
 
 def mem(i, content, context="", resolution="", kind="error"):

@@ -35,7 +35,7 @@ from ultron.api.models import (
 )
 from ultron.db.database import DatabaseError
 from ultron.llm.errors import LLMError
-from ultron.memory.service import EmbeddingProfileMismatch
+from ultron.context import EmbeddingProfileMismatch
 from ultron.settings import Settings
 
 log = logging.getLogger("ultron.api")

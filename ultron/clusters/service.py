@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ultron.clusters import density, topics
+from ultron.clusters import density
+from ultron.context import ServiceContext
+from ultron.heuristics import topics
 from ultron.clusters.matching import SkillState, match_clusters, materially_changed, merge_skill_state
 from ultron.db import clusters as store
 from ultron.db.memories import MemoryRecord
@@ -25,8 +27,6 @@ from ultron.llm.errors import LLMError, LLMUnavailable
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
-
-    from ultron.memory.service import MemoryService
 
 log = logging.getLogger("ultron.clusters")
 
@@ -77,10 +77,10 @@ def _skill_state(row: dict[str, Any]) -> SkillState:
 
 
 class ClusterService:
-    def __init__(self, memory: "MemoryService") -> None:
-        self.memory = memory
-        self.db = memory.db
-        self.settings = memory.settings
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+        self.db = ctx.db
+        self.settings = ctx.settings
 
     @property
     def dim(self) -> int:
@@ -196,13 +196,13 @@ class ClusterService:
             return
         reps = {c.id: self._representatives(c, vectors) for c in todo}
         with self.db.engine.connect() as conn:
-            if self.memory.provider.name == "rules":
+            if self.ctx.provider.name == "rules":
                 texts = store.member_texts(conn)
             else:
                 wanted = {ids[i] for c in todo for i in reps[c.id]}
                 texts = store.member_texts(conn, sorted(wanted))
         need_rules: list[_NewCluster] = []
-        llm_up = self.memory.provider.name != "rules"
+        llm_up = self.ctx.provider.name != "rules"
         for c in todo:
             sample = [topics.short_text(texts[ids[i]]["summary_l0"] or texts[ids[i]]["content"])
                       for i in reps[c.id] if ids[i] in texts]
@@ -210,7 +210,7 @@ class ClusterService:
                 need_rules.append(c)
                 continue
             try:
-                c.topic = topics.clean_label(self.memory.provider.label_cluster(sample))
+                c.topic = topics.clean_label(self.ctx.provider.label_cluster(sample))
                 report.topics_llm += 1
             except LLMError as exc:
                 report.llm_failures += 1
@@ -220,7 +220,7 @@ class ClusterService:
                     llm_up = False
         if not need_rules:
             return
-        if self.memory.provider.name != "rules":
+        if self.ctx.provider.name != "rules":
             with self.db.engine.connect() as conn:
                 texts = store.member_texts(conn)
         doc_terms = {mid: topics.terms(topics.member_text(t["content"], t["context"], t["resolution"],
@@ -247,13 +247,8 @@ class ClusterService:
         """Join the nearest active cluster when its centroid is close enough, in the caller's
         transaction. Returns the cluster id, or None: the memory then waits for the next batch
         (also when a batch is writing right now; an upload never waits for a batch)."""
-        if not store.try_lock_for_assignment(conn):
-            return None
-        nearest = store.nearest_cluster(conn, embedding)
-        if nearest is None or nearest[1] < self.settings.cluster_similarity_threshold:
-            return None
-        cluster_id = nearest[0]
-        return cluster_id if store.join_cluster(conn, cluster_id, memory_id, embedding, self.dim) else None
+        return store.assign_to_nearest(conn, memory_id, embedding, self.settings.cluster_similarity_threshold,
+                                       self.dim)
 
     # -- reads ----------------------------------------------------------------------------
 

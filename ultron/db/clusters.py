@@ -213,6 +213,20 @@ _LIVE = ("LEFT JOIN (SELECT cluster_id, count(*) AS live FROM memory_records WHE
          "AND cluster_id IS NOT NULL GROUP BY cluster_id) n ON n.cluster_id = k.id")
 
 
+def assign_to_nearest(conn: sa.Connection, memory_id: str, embedding: np.ndarray, min_similarity: float,
+                      dim: int) -> str | None:
+    """Between batch runs, a new memory joins the nearest active cluster when its centroid is
+    close enough, in the caller's transaction. Returns the cluster id, or None: the memory then
+    waits for the next batch (also when a batch is writing right now; an upload never waits
+    for a batch)."""
+    if not try_lock_for_assignment(conn):
+        return None
+    nearest = nearest_cluster(conn, embedding)
+    if nearest is None or nearest[1] < min_similarity:
+        return None
+    return nearest[0] if join_cluster(conn, nearest[0], memory_id, embedding, dim) else None
+
+
 def _cluster(row: Any) -> dict[str, Any]:
     d = dict(row._mapping)
     d["size"] = int(d.pop("live") or 0) if d["status"] == "active" else 0

@@ -419,3 +419,20 @@ def records_for_partition(conn: sa.Connection, partition_key: str) -> list[Memor
         "JOIN trajectory_records r ON r.agent_id = m.agent_id AND r.session_file = m.session_file "
         "WHERE r.partition_key = :k ORDER BY m.created_at"), {"k": partition_key})
     return [_record(r) for r in rows]
+
+
+# -- id lookup (command line) --------------------------------------------------------------
+
+
+def ids_matching(conn: sa.Connection, typed: str, *, full_length: int = 36, limit: int = 6) -> list[str]:
+    """Memory ids (any status) for an id the user typed, lower-cased: a full id
+    (``full_length`` characters) finds itself only; anything shorter is a prefix and finds
+    the ids starting with it, in id order, at most ``limit`` (enough to tell a unique prefix
+    from an ambiguous one). An empty list: no such memory.
+
+    ``typed`` is used in a LIKE pattern: the caller keeps ``%`` and ``_`` out of it
+    (the CLI accepts hex digits and hyphens only)."""
+    exact = len(typed) == full_length
+    return list(conn.execute(sa.text(
+        "SELECT id FROM memory_records WHERE " + ("id = :p" if exact else "id LIKE :p ORDER BY id LIMIT :n")),
+        {"p": typed} if exact else {"p": typed + "%", "n": limit}).scalars())

@@ -17,24 +17,21 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ultron.clusters.service import ClusterService
+from ultron.context import EmbeddingProfileMismatch, ServiceContext
+from ultron.db import clusters as cluster_store
 from ultron.db import memories as store
-from ultron.db.database import Database
 from ultron.db.memories import MemoryRecord
 from ultron.llm.errors import LLMError
-from ultron.llm.providers import L0_TOKENS, L1_TOKENS, LLMProvider, RulesProvider, build_provider
 from ultron.llm.tokens import truncate_to_tokens
 from ultron.settings import Settings
+from ultron.vocabulary import DETAIL_LEVELS, L0_TOKENS, L1_TOKENS
 
 log = logging.getLogger("ultron.memory")
 RRF_K = 60
 TIER_BOOST = {"HOT": 1.2, "WARM": 1.0, "COLD": 0.8}
-DETAIL_LEVELS = ("l0", "l1")
-PROFILE_RECHECK_SECONDS = 60.0
 
-
-class EmbeddingProfileMismatch(RuntimeError):
-    """The store's vectors were built by another embedder; mixing spaces would corrupt search."""
+__all__ = ["EmbeddingProfileMismatch", "MemoryService", "Provenance", "SearchResult", "UploadResult",
+           "embedding_text", "rank_candidates"]
 
 
 @dataclass
@@ -67,75 +64,25 @@ class SearchResult:
 
 
 class MemoryService:
-    def __init__(self, db: Database, settings: Settings, *, provider: LLMProvider | None = None,
-                 embedder=None, redactor=None) -> None:
-        self.db = db
-        self.settings = settings
-        self._provider = provider
-        self._embedder = embedder
-        self._redactor = redactor
-        # what each LLM task falls back to when the LLM is unavailable
-        self._rules = RulesProvider()
-        self._profile_checked = False
-        self._profile_checked_at = 0.0
-
-    # -- collaborators (lazy: building them is slow) -----------------------------------------
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+        self.db = ctx.db
+        self.settings = ctx.settings
 
     @property
-    def provider(self) -> LLMProvider:
-        if self._provider is None:
-            self._provider = build_provider(self.settings)
-        return self._provider
+    def provider(self):
+        return self.ctx.provider
 
     @property
     def embedder(self):
-        if self._embedder is None:
-            from ultron.embeddings import build_embedder
-
-            self._embedder = build_embedder(self.settings)
-        return self._embedder
+        return self.ctx.embedder
 
     @property
     def redactor(self):
-        if self._redactor is None:
-            from ultron.redaction import get_redactor
-
-            self._redactor = get_redactor()
-        return self._redactor
+        return self.ctx.redactor
 
     def check_embedding_profile(self) -> None:
-        """Refuse to mix vector spaces: the first embedder to write owns the store."""
-        if self._profile_checked and time.monotonic() - self._profile_checked_at < PROFILE_RECHECK_SECONDS:
-            return
-        name, dim = self.embedder.name, self.embedder.dim
-        if self._profile_checked:
-            # A long-running server re-reads the profile now and then: after `ultron reembed`
-            # switched the store to another embedder, it must stop writing the old vectors.
-            with self.db.engine.connect() as conn:
-                profile = store.get_profile(conn)
-            if profile == (name, dim):
-                self._profile_checked_at = time.monotonic()
-                return
-            self._profile_checked = False
-        with self.db.engine.begin() as conn:
-            column = store.column_dim(conn)
-            if dim != column:
-                raise EmbeddingProfileMismatch(
-                    f"embedder {name} gives {dim}-d vectors but memory_records.embedding holds {column}-d; "
-                    f"use a {column}-d embedder (for an OpenAI-compatible one, a model that accepts "
-                    f"dimensions={column}, e.g. text-embedding-3-small)")
-            store.lock_profile(conn)
-            profile = store.get_profile(conn)
-            if profile is None:
-                store.set_profile(conn, name, dim)
-            elif profile != (name, dim):
-                raise EmbeddingProfileMismatch(
-                    f"the memory store was embedded with {profile[0]} ({profile[1]}-d) but this process uses "
-                    f"{name} ({dim}-d); vector spaces are never mixed. Set ULTRON_EMBEDDING_PROVIDER/"
-                    f"ULTRON_EMBEDDING_MODEL back to {profile[0]}, or start a new store (another ULTRON_HOME or "
-                    f"ULTRON_DATABASE_URL) for the new embedder.")
-        self._profile_checked = True
-        self._profile_checked_at = time.monotonic()
+        self.ctx.check_embedding_profile()
 
     # -- upload ------------------------------------------------------------------------------
 
@@ -148,10 +95,10 @@ class MemoryService:
         memory_type, body, tags, embedding = self.prepare(
             {"content": content, "context": context, "resolution": resolution, "tags": list(tags or [])})
         with self.db.engine.begin() as conn:
-            return self._store(conn, memory_type, body, tags, embedding, provenance or Provenance(), kind,
-                               tools_used, confidence)
+            return self.store_prepared(conn, memory_type, body, tags, embedding, provenance or Provenance(), kind,
+                                       tools_used, confidence)
 
-    def _store(self, conn, memory_type: str, body: dict[str, str], tags: list[str], embedding: np.ndarray,
+    def store_prepared(self, conn, memory_type: str, body: dict[str, str], tags: list[str], embedding: np.ndarray,
                prov: Provenance, kind: str | None, tools_used: Sequence[str] | None,
                confidence: float | None) -> UploadResult:
         store.set_ef_search(conn, self.settings.hnsw_ef_search)
@@ -168,7 +115,8 @@ class MemoryService:
             end_line=prov.end_line, **body)
         store.insert_record(conn, record, embedding)
         # between batch runs a new memory joins the nearest close-enough cluster (same transaction)
-        ClusterService(self).assign_memory_to_cluster(conn, record.id, embedding)
+        cluster_store.assign_to_nearest(conn, record.id, embedding, self.settings.cluster_similarity_threshold,
+                                        int(self.settings.embedding_dim))
         # The first body is a contribution too: forget() can rebuild a memory from what remains.
         store.add_contribution(conn, record.id, body["content"], body["context"], body["resolution"], None,
                                prov.agent_id, prov.segment_id, prov.session_file)
@@ -178,7 +126,7 @@ class MemoryService:
         """Redact, classify and embed, outside any transaction (the slow part of an upload).
 
         Segment extraction prepares all of a segment's memories first, then stores them
-        with :meth:`_store` in one transaction."""
+        with :meth:`store_prepared` in one transaction."""
         body = {k: self.redactor.redact(candidate.get(k) or "") for k in ("content", "context", "resolution")}
         tags = sorted({self.redactor.redact(str(t).strip().lower())
                        for t in candidate.get("tags") or [] if t and str(t).strip()})
@@ -212,26 +160,14 @@ class MemoryService:
         return UploadResult(record, "merged", sim, pending)
 
     def _classify(self, body: dict[str, str], tags: list[str]) -> str:
-        try:
-            return self.provider.classify_memory(body["content"], body["context"], body["resolution"], tags)
-        except LLMError as exc:
-            log.warning("memory type by rules (LLM unavailable: %s)", exc)
-            return self._rules.classify_memory(body["content"], body["context"], body["resolution"], tags)
+        return self.ctx.fallback.classify_memory(body["content"], body["context"], body["resolution"], tags)
 
     def _summaries(self, body: dict[str, str]) -> tuple[str, str]:
-        try:
-            l0, l1 = self.provider.summarize(body["content"], body["context"], body["resolution"])
-        except LLMError as exc:
-            log.warning("summaries by rules (LLM unavailable: %s)", exc)
-            l0, l1 = self._rules.summarize(body["content"], body["context"], body["resolution"])
+        l0, l1 = self.ctx.fallback.summarize(body["content"], body["context"], body["resolution"])
         return truncate_to_tokens(l0, L0_TOKENS), truncate_to_tokens(l1, L1_TOKENS)
 
     def _same(self, candidate: MemoryRecord, body: dict[str, str]) -> bool:
-        existing = candidate.body()
-        try:
-            return self.provider.same_memory(existing, body)
-        except LLMError:
-            return self._rules.same_memory(existing, body)
+        return self.ctx.fallback.same_memory(candidate.body(), body)
 
     def _embed(self, body: dict[str, str]) -> np.ndarray:
         return self.embedder.embed_one(embedding_text(body))
@@ -354,10 +290,7 @@ class MemoryService:
                     continue
                 body = remaining[0]
                 for extra in remaining[1:]:
-                    try:
-                        body = self.provider.merge_memories(body, extra)
-                    except LLMError:
-                        body = self._rules.merge_memories(body, extra)
+                    body = self.ctx.fallback.merge_memories(body, extra)
                 store.replace_body(conn, memory_id, body, self._summaries(body), self._embed(body))
                 rebuilt += 1
             counts["memories_deleted"] = store.delete_records(conn, sorted(doomed))

@@ -6,13 +6,11 @@ import hashlib
 from typing import Any
 
 from ultron.db import sessions as session_store
-from ultron.db.database import Database
 from ultron.memory.service import MemoryService, Provenance
-from ultron.settings import Settings
 
 
-def ingest_text(memory: MemoryService, db: Database, settings: Settings, text: str,
-                agent_id: str | None = None) -> dict[str, Any]:
+def ingest_text(memory: MemoryService, text: str, agent_id: str | None = None) -> dict[str, Any]:
+    db, settings = memory.db, memory.settings
     if not text or not text.strip():
         raise ValueError("text must not be empty")
     if settings.raw_archive:

@@ -29,6 +29,7 @@ from ultron.settings import Settings
 from ultron.sft.conversation import clean_conversation
 from ultron.sft.formats import infer_tools, openai_record, redact_messages, sharegpt_record
 from ultron.sft.split import SPLITS, split_of
+from ultron.vocabulary import TASK_TYPES
 
 Progress = Callable[[int, int], None]
 FILE_KEYS = tuple(f"{split}.{fmt}" for split in SPLITS for fmt in ("openai", "sharegpt"))
@@ -84,8 +85,6 @@ class _Run:
 
 
 def check_filters(min_score: float, task_type: str | None, limit: int | None) -> None:
-    from ultron.trajectory.quality import TASK_TYPES
-
     if not isinstance(min_score, (int, float)) or not 0 <= min_score <= 1:
         raise SFTExportError(f"min_quality_score must be between 0 and 1, got {min_score!r}")
     if task_type is not None and task_type not in TASK_TYPES:

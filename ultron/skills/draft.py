@@ -1,6 +1,6 @@
 """A synthesised skill before it is rendered: what the LLM or the rules produced.
 
-Providers return plain dicts (``ultron.llm.providers.validate_skill`` fixes their
+Providers return plain dicts (``ultron.prompts.skills.validate_skill`` fixes their
 shape); the Skill Hub turns them into a :class:`SkillDraft` so the gate and the
 renderer work on one typed structure whatever wrote it.
 """

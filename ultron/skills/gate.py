@@ -32,7 +32,7 @@ from typing import Any, Sequence, TypeVar
 
 from ultron.skills.draft import Branch, Cited, SkillDraft
 from ultron.skills.render import SECTIONS, parse_skill_md
-from ultron.skills.text import clip, containment, tokens
+from ultron.heuristics.skill_text import clip, containment, tokens
 from ultron.skills.versioning import SLUG_MAX, SLUG_RE
 
 MIN_OVERLAP = 0.5

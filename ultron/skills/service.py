@@ -19,14 +19,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ultron.context import ServiceContext
 from ultron.db import skills as store
 from ultron.db.clusters import cluster_members
 from ultron.db.memories import MemoryRecord
-from ultron.llm.errors import LLMError
+from ultron.heuristics.skill_synthesis import topic_from
 from ultron.skills import gate as quality
 from ultron.skills.draft import SkillDraft
 from ultron.skills.render import SkillHeader, meta_json, render_meta, render_skill_md, write_skill_dir
-from ultron.skills.synthesis import topic_from
 from ultron.skills.versioning import FIRST_VERSION, latest, next_minor, slug_candidates, slugify
 
 log = logging.getLogger("ultron.skills")
@@ -63,10 +63,10 @@ class _Plan:
 
 
 class SkillService:
-    def __init__(self, memory) -> None:
-        self.memory = memory
-        self.db = memory.db
-        self.settings = memory.settings
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+        self.db = ctx.db
+        self.settings = ctx.settings
 
     # -- evolution ---------------------------------------------------------------------------
 
@@ -74,7 +74,7 @@ class SkillService:
         """Crystallise ready clusters, re-crystallise grown ones; see the module docstring."""
         report = EvolutionReport()
         started = time.perf_counter()
-        provider = self.memory.provider
+        provider = self.ctx.provider
         usage_before = provider.usage.snapshot() if getattr(provider, "usage", None) is not None else None
         with self.db.engine.connect() as lock_conn:
             store.lock_evolution(lock_conn)
@@ -95,7 +95,7 @@ class SkillService:
         return report
 
     def _evolve(self, cluster: store.ClusterState, report: EvolutionReport) -> None:
-        redactor = self.memory.redactor
+        redactor = self.ctx.redactor
         with self.db.engine.connect() as conn:
             records = cluster_members(conn, cluster.id)
             members = [_member(r) for r in records]
@@ -129,8 +129,8 @@ class SkillService:
         header = replace(header, score=result.score, scores=result.scores, created_at=created)
         skill_md = render_skill_md(grounding.draft, header, evidence)
         meta = render_meta(grounding.draft, header, result.to_dict())
-        self.memory.check_embedding_profile()
-        embedding = self.memory.embedder.embed_one(grounding.draft.embedding_text())
+        self.ctx.check_embedding_profile()
+        embedding = self.ctx.embedder.embed_one(grounding.draft.embedding_text())
         published = self._publish(cluster, plan, grounding.draft, skill_md, meta, member_ids, result, embedding)
         if published is None:
             report.skipped.append({**entry, "reason": "the cluster changed while the skill was being made"})
@@ -162,16 +162,9 @@ class SkillService:
     def _synthesize(self, topic: str, members: list[dict[str, Any]], report: EvolutionReport) -> SkillDraft:
         """The provider's skill (the LLM, or the rules for the offline provider); the rules
         when the LLM fails, counted in the report."""
-        from ultron.llm.providers import RulesProvider
-
-        provider = self.memory.provider
-        if hasattr(provider, "synthesize_skill"):
-            try:
-                return SkillDraft.from_dict(provider.synthesize_skill(topic, members), provider.name)
-            except LLMError as exc:
-                report.llm_fallbacks += 1
-                log.warning("skill synthesis by rules (LLM unavailable or invalid: %s)", exc)
-        return SkillDraft.from_dict(RulesProvider().synthesize_skill(topic, members), "rules")
+        answer = self.ctx.fallback.run("synthesize_skill", topic, members)
+        report.llm_fallbacks += answer.fell_back
+        return SkillDraft.from_dict(answer.value, answer.by)
 
     def _publish(self, cluster: store.ClusterState, plan: _Plan, draft: SkillDraft, skill_md: str,
                  meta: dict[str, Any], member_ids: list[str], result: quality.GateResult, embedding
@@ -214,8 +207,8 @@ class SkillService:
         similarity floor (``ULTRON_SEARCH_MIN_SCORE``)."""
         if not isinstance(query, str) or not query.strip() or limit <= 0:
             return []
-        self.memory.check_embedding_profile()
-        q = self.memory.embedder.embed_one(query)
+        self.ctx.check_embedding_profile()
+        q = self.ctx.embedder.embed_one(query)
         with self.db.engine.begin() as conn:
             store.use_vector_index(conn, max(self.settings.hnsw_ef_search, limit))
             rows = store.search(conn, q, limit)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 
-from ultron.llm.providers import LLMProvider, render_message
+from ultron.prompts.render import render_message
+from ultron.providers import LLMProvider
 from ultron.llm.tokens import count_tokens, truncate_to_tokens
 from ultron.sessions.messages import Message
 

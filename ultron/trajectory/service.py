@@ -1,6 +1,7 @@
 """TrajectoryService: sessions → task segments → quality labels, incrementally.
 
-The public facade the SDK exposes as ``Ultron().trajectory_service``. It never
+The SDK exposes it as ``Ultron().trajectory_service``; memory extraction belongs to the
+Memory Hub (``ultron.memory.extract``) and SFT export to ``ultron.sft``. It never
 crashes on an LLM problem: a session whose segmentation fails stays
 ``segmented=0`` and a segment whose analysis fails stays ``labeled=0``; both are
 retried by the next run, and the reason is returned for the run's log/metadata.
@@ -10,19 +11,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 
+from ultron.context import ServiceContext
 from ultron.db import segments as store
 from ultron.db import sessions as session_store
-from ultron.db.database import Database
+from ultron.heuristics.quality import score_trajectory
 from ultron.llm.errors import LLMError
-from ultron.llm.providers import LLMProvider, build_provider
 from ultron.llm.usage import LLMUsage
-from ultron.settings import Settings
+from ultron.providers import LLMProvider
 from ultron.trajectory.segmentation import fingerprint, segment_messages
-
-if TYPE_CHECKING:
-    from ultron.sft.export import SFTExport
 
 log = logging.getLogger("ultron.trajectory")
 
@@ -53,17 +51,6 @@ class SessionSegmentation:
 
 
 @dataclass
-class SegmentExtraction:
-    segment_id: str
-    partition_key: str | None
-    status: str  # extracted | pending | skipped
-    inserted: int = 0
-    merged: int = 0
-    dropped_low_confidence: int = 0
-    reason: str | None = None
-
-
-@dataclass
 class SegmentLabel:
     segment_id: str
     agent_id: str
@@ -78,17 +65,14 @@ class SegmentLabel:
 
 
 class TrajectoryService:
-    def __init__(self, db: Database, settings: Settings, provider: LLMProvider | None = None) -> None:
-        self.db = db
-        self.settings = settings
-        self._provider = provider
-        self._memory = None
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+        self.db = ctx.db
+        self.settings = ctx.settings
 
     @property
     def provider(self) -> LLMProvider:
-        if self._provider is None:
-            self._provider = build_provider(self.settings)
-        return self._provider
+        return self.ctx.provider
 
     @property
     def usage(self) -> LLMUsage:
@@ -160,8 +144,6 @@ class TrajectoryService:
         return [self.label_segment(seg) for seg in segs]
 
     def label_segment(self, seg: store.SegmentRow) -> SegmentLabel:
-        from ultron.trajectory.quality import score_trajectory
-
         out = SegmentLabel(seg.id, seg.agent_id, seg.session_file, seg.start_line, seg.end_line, "pending",
                            partition_key=seg.partition_key)
         with self.db.engine.connect() as conn:
@@ -184,66 +166,6 @@ class TrajectoryService:
         out.task_type = metrics["summary"]["task_type"]
         return out
 
-    # -- memory extraction ----------------------------------------------------------------
-
-    @property
-    def memory(self):
-        if self._memory is None:
-            from ultron.memory.service import MemoryService
-
-            self._memory = MemoryService(self.db, self.settings, provider=self.provider)
-        return self._memory
-
-    def extract_memories_from_segments(self, batch_size: int = 50, *, partition_key: str | None = None
-                                       ) -> list[SegmentExtraction]:
-        """Memories from good segments, each segment all-or-nothing and exactly once.
-
-        The query already keeps only memory-eligible segments (overall_score at or above
-        ULTRON_TRAJECTORY_MEMORY_SCORE_THRESHOLD, the same test as :meth:`is_memory_eligible`)."""
-        with self.db.engine.connect() as conn:
-            segs = store.extractable_segments(conn, batch_size, self.settings.trajectory_memory_score_threshold,
-                                              partition_key)
-        out = []
-        for seg in segs:
-            result = SegmentExtraction(seg.id, seg.partition_key, "skipped")
-            self._extract_segment(seg, result)
-            out.append(result)
-        return out
-
-    def _extract_segment(self, seg: store.SegmentRow, result: SegmentExtraction) -> None:
-        from ultron.memory.service import Provenance
-
-        task_type = (seg.metrics or {}).get("summary", {}).get("task_type")
-        with self.db.engine.connect() as conn:
-            messages = store.segment_messages(conn, seg)
-        try:
-            candidates = self.provider.extract_memories(messages, task_type)
-            keep = [c for c in candidates if c["confidence"] >= self.settings.memory_min_confidence]
-            result.dropped_low_confidence = len(candidates) - len(keep)
-            standard = ["trajectory", f"type:{task_type or 'other'}", f"segment:{seg.id[:8]}", f"agent:{seg.agent_id}"]
-            prepared = []
-            for c in keep:  # slow work (LLM, embedding, redaction) before the transaction
-                memory_type, body, tags, emb = self.memory.prepare({**c, "tags": list(c["tags"]) + standard})
-                prepared.append((memory_type, body, tags, emb, c))
-        except LLMError as exc:
-            result.status, result.reason = "pending", f"extraction unavailable: {exc}"
-            return
-        prov = Provenance(seg.agent_id, seg.id, seg.session_file, seg.start_line, seg.end_line)
-        prepared.sort(key=lambda p: p[0])  # per-type locks always taken in the same order
-        with self.db.engine.begin() as conn:
-            if not store.claim_for_extraction(conn, seg.id):
-                result.reason = "extracted by another run"
-                return
-            for memory_type, body, tags, emb, c in prepared:
-                up = self.memory._store(conn, memory_type, body, tags, emb, prov, c["kind"], c["tools_used"],
-                                        c["confidence"])
-                if up.action == "inserted":
-                    result.inserted += 1
-                else:
-                    result.merged += 1
-            store.mark_extracted(conn, seg.id)
-        result.status = "extracted"
-
     # -- eligibility and stats ------------------------------------------------------------
 
     def is_memory_eligible(self, quality_metrics: dict[str, Any] | str | None) -> bool:
@@ -251,34 +173,8 @@ class TrajectoryService:
 
     def is_sft_eligible(self, quality_metrics: dict[str, Any] | str | None, min_score: float | None = None) -> bool:
         """``min_score`` replaces ULTRON_TRAJECTORY_SFT_SCORE_THRESHOLD for one export."""
-        return _score(quality_metrics) >= self._sft_floor(min_score)
-
-    # -- SFT export ------------------------------------------------------------------------
-
-    def export_sft(self, task_type: str | None = None, min_quality_score: float | None = None,
-                   limit: int | None = 5000) -> list[dict[str, Any]]:
-        """The seed's ``[{"messages": [...], "topic": ...}]`` (plus tools, segment_id, task_type,
-        quality_score, split), cleaned and redacted exactly as the files are; nothing written.
-        ``min_quality_score`` defaults to ULTRON_TRAJECTORY_SFT_SCORE_THRESHOLD (0.8)."""
-        from ultron.sft.export import build_examples
-
-        floor = self._sft_floor(min_quality_score)
-        examples = build_examples(self.db, self.settings, min_score=floor, task_type=task_type, limit=limit)
-        return [ex.sdk_dict() for ex in examples]
-
-    def export_sft_dataset(self, task_type: str | None = None, min_quality_score: float | None = None,
-                           limit: int | None = 5000, progress: Callable[[int, int], None] | None = None,
-                           reuse_unchanged: bool = False) -> SFTExport:
-        """Write an export under ULTRON_HOME/sft/ (see ultron.sft.export); ``progress(done, total)``
-        is called as segments are processed. Returns the ``SFTExport`` (directory, files, manifest)."""
-        from ultron.sft.export import export_dataset
-
-        floor = self._sft_floor(min_quality_score)
-        return export_dataset(self.db, self.settings, min_score=floor, task_type=task_type, limit=limit,
-                              progress=progress, reuse_unchanged=reuse_unchanged)
-
-    def _sft_floor(self, min_quality_score: float | None) -> float:
-        return self.settings.trajectory_sft_score_threshold if min_quality_score is None else min_quality_score
+        floor = self.settings.trajectory_sft_score_threshold if min_score is None else min_score
+        return _score(quality_metrics) >= floor
 
     def get_trajectory_stats(self) -> dict[str, Any]:
         s = self.settings

@@ -3,14 +3,14 @@
 What a member memory gives:
 
 * **Steps** come from resolutions. Each resolution is cut into actionable units
-  (:func:`ultron.skills.text.split_actions`: lines, sentences, "Worked: / Fix: / User:"
+  (:func:`ultron.heuristics.skill_text.split_actions`: lines, sentences, "Worked: / Fix: / User:"
   parts, "; / , then" clauses; code spans kept whole). Explanations that are not
   instructions are left out, unless a memory has nothing else to offer.
 * Units that say the same thing merge into one step citing every memory behind it:
-  :func:`~ultron.skills.text.near_duplicate` (Jaccard >= 0.6 of stemmed content words,
+  :func:`~ultron.heuristics.skill_text.near_duplicate` (Jaccard >= 0.6 of stemmed content words,
   or the shorter one 80 % inside the longer), unless they open with different action
   verbs ("read x" / "write x"). Variants differing in a few words are shown as one
-  ("lacks the redis/flask module", :func:`~ultron.skills.text.generalize`).
+  ("lacks the redis/flask module", :func:`~ultron.heuristics.skill_text.generalize`).
 * The main path holds the steps the members share: from four members on, a step needs
   the support of a third of them (two at least); a fix only one memory made is what its
   particular cause called for, so it is left to the decision branches. Of those, the
@@ -42,9 +42,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ultron.skills.text import (clip, context_gist, display, first_sentence, generalize, is_actionable, is_question,
-                                jaccard, leading_verb, near_duplicate, ordered_terms, same_shape, split_actions, squash,
-                                tokens)
+from ultron.heuristics.skill_text import (clip, context_gist, display, first_sentence, generalize, is_actionable,
+                                          is_question, jaccard, leading_verb, near_duplicate, ordered_terms,
+                                          same_shape, split_actions, squash, tokens)
 
 MAX_STEPS = 12
 MAX_PITFALLS = 8

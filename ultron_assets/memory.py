@@ -1,4 +1,4 @@
-"""memories (per session partition, from its good segments) and tiers (the whole store)."""
+"""Memory hub: memories per session partition (from its good segments), tiers over the whole store."""
 
 import collections
 
@@ -7,9 +7,9 @@ import dagster as dg
 from resources.database import UltronResource
 from resources.llm import LLMResource
 from ultron_assets.automation import follow_upstream
+from ultron_assets.metadata import llm_metadata, tier_chart
 from ultron_assets.partitions import session_partitions
-from ultron_assets.trajectory import llm_metadata, quality_metrics
-
+from ultron_assets.trajectory import quality_metrics
 
 @dg.asset(
     partitions_def=session_partitions,
@@ -22,13 +22,13 @@ from ultron_assets.trajectory import llm_metadata, quality_metrics
                                    description="Redacting the stored memories again changes nothing.")],
 )
 def memories(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource) -> dg.MaterializeResult:
-    service = ultron.trajectory_service(llm)
-    results = service.extract_memories_from_segments(batch_size=10_000, partition_key=context.partition_key)
+    client = ultron.client(llm)
+    results = client.extract_memories_from_segments(batch_size=10_000, partition_key=context.partition_key)
     for r in results:
         if r.status == "pending":
             context.log.warning(f"segment {r.segment_id[:8]}: extraction pending: {r.reason}")
-    records = service.memory.records_for_partition(context.partition_key)
-    leaks = [m.id for m in records if any(service.memory.redactor.redact(v) != v
+    records = client.memory.records_for_partition(context.partition_key)
+    leaks = [m.id for m in records if any(client.context.redactor.redact(v) != v
                                           for v in (m.content, m.context, m.resolution))]
     types = collections.Counter(m.memory_type for m in records)
     return dg.MaterializeResult(
@@ -42,17 +42,11 @@ def memories(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLM
             "memory_types": dg.MetadataValue.json(dict(types)),
             "preview": dg.MetadataValue.md("\n".join(
                 f"- **{m.memory_type}** ({m.tier}) {m.summary_l0}" for m in records[:20]) or "(none)"),
-            **llm_metadata(service.usage, service.provider.name),
+            **llm_metadata(client.context.provider.usage, client.context.provider.name),
         },
         check_results=[dg.AssetCheckResult(check_name="memories_redacted", passed=not leaks,
                                            metadata={"unredacted": dg.MetadataValue.json(leaks[:20])})],
     )
-
-
-def tier_chart(counts: dict[str, int]) -> str:
-    total = max(1, sum(counts[t] for t in ("HOT", "WARM", "COLD", "ARCHIVED")))
-    rows = [f"| {t} | {counts[t]} | {'█' * round(40 * counts[t] / total)} |" for t in ("HOT", "WARM", "COLD", "ARCHIVED")]
-    return "| tier | memories | |\n|---|---:|---|\n" + "\n".join(rows)
 
 
 @dg.asset(

@@ -3,7 +3,8 @@
 The store refuses an embedder other than the one recorded in ``embedding_profile``
 (vectors of two spaces must never be compared). :func:`reembed` is the one way past
 that refusal: it rewrites every vector - memories, active cluster centroids, current
-skills - then records the new embedder as the profile.
+skills - then records the new embedder as the profile. It spans the memory, cluster
+and skill stages, so it sits above them, beside the SDK.
 
 While it runs, the profile names the new embedder with an "unfinished" marker, so
 every other process (old embedder or new) refuses to read or write vectors until the
@@ -17,32 +18,30 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
-import sqlalchemy as sa
 
-from ultron.db import memories as store
+from ultron.context import ServiceContext
+from ultron.db import memories as memory_store
+from ultron.db import vectors as store
 from ultron.memory.service import embedding_text
+from ultron.skills.draft import skill_embedding_text
+from ultron.skills.render import when_to_use
 
 log = logging.getLogger("ultron.reembed")
 
 Progress = Callable[[int, int, str], None]
-
-#: Two re-embeds at once would both own the profile; the second one waits for nothing and stops.
-_LOCK_KEY = "ultron-reembed"
 UNFINISHED = " [re-embed unfinished: run `ultron reembed` to finish]"
-#: Tables holding vectors of the memory space: (table, column).
-VECTOR_COLUMNS = (("memory_records", "embedding"), ("knowledge_clusters", "centroid"), ("skills", "embedding"))
 
 
 class ReembedError(RuntimeError):
     """The re-embed cannot start (wrong dimension, another run in progress); nothing was changed."""
 
 
-def reembed(memory_service, progress: Progress | None = None, *, batch_size: int = 256) -> dict[str, Any]:
-    """Re-embed memories, active cluster centroids and current skills with
-    ``memory_service.embedder``, then make it the store's embedding profile.
+def reembed(ctx: ServiceContext, progress: Progress | None = None, *, batch_size: int = 256) -> dict[str, Any]:
+    """Re-embed memories, active cluster centroids and current skills with ``ctx.embedder``,
+    then make it the store's embedding profile.
 
     ``progress(done, total, what)`` is called after each batch (``what`` is
     ``memories``, ``clusters`` or ``skills``). Returns the counts and the profiles
@@ -50,43 +49,39 @@ def reembed(memory_service, progress: Progress | None = None, *, batch_size: int
     """
     if batch_size < 1:
         raise ValueError("batch_size must be positive")
-    embedder = memory_service.embedder
+    embedder = ctx.embedder
     name, dim = str(embedder.name), int(embedder.dim)
-    engine = memory_service.db.engine
+    engine = ctx.db.engine
     started = time.monotonic()
     with engine.connect() as lock_conn:
-        got = lock_conn.execute(sa.text("SELECT pg_try_advisory_lock(hashtextextended(:k, 0))"),
-                                {"k": _LOCK_KEY}).scalar_one()
+        got = store.try_lock_reembed(lock_conn)
         lock_conn.commit()
         if not got:
             raise ReembedError("another re-embed is running on this database; wait for it to finish")
         try:
             with engine.connect() as conn:
                 _check_dimensions(conn, name, dim)
-                previous = store.get_profile(conn)
-                totals = _totals(conn)
+                previous = memory_store.get_profile(conn)
+                totals = store.vector_totals(conn)
             # A broken endpoint or model fails here, before the store is marked.
             _embed(embedder, ["ultron re-embed probe"], dim)
             with engine.begin() as conn:
-                store.lock_profile(conn)
-                store.set_profile(conn, name + UNFINISHED, dim)
-            total = sum(totals.values())
-            counter = _Counter(progress, total)
-            # Every memory, archived ones included: the column holds one vector space, whatever the status.
-            memories = _reembed_rows(engine, embedder, dim, batch_size, counter, _MEMORY_ROWS, _memory_text,
-                                     "memory_records", "embedding", "memories")
+                memory_store.lock_profile(conn)
+                memory_store.set_profile(conn, name + UNFINISHED, dim)
+            counter = _Counter(progress, sum(totals.values()))
+            memories = _reembed_rows(engine, embedder, dim, batch_size, counter, store.memory_rows_after,
+                                     _memory_text, "memory_records", "embedding", "memories")
             clusters, emptied = _recompute_centroids(engine, batch_size, counter)
-            # Current skill versions only: superseded ones carry no vector, so search never returns them.
-            skills = _reembed_rows(engine, embedder, dim, batch_size, counter, _SKILL_ROWS, _skill_text,
-                                   "skills", "embedding", "skills")
+            skills = _reembed_rows(engine, embedder, dim, batch_size, counter, store.skill_rows_after,
+                                   _skill_text, "skills", "embedding", "skills")
             with engine.begin() as conn:
-                store.lock_profile(conn)
-                store.set_profile(conn, name, dim)
+                memory_store.lock_profile(conn)
+                memory_store.set_profile(conn, name, dim)
         finally:
-            lock_conn.execute(sa.text("SELECT pg_advisory_unlock(hashtextextended(:k, 0))"), {"k": _LOCK_KEY})
+            store.unlock_reembed(lock_conn)
             lock_conn.commit()
-    # This service may have checked (and cached) the old profile; the new one is its own.
-    memory_service._profile_checked = False
+    # This context may have checked (and cached) the old profile; the new one is its own.
+    ctx._profile_checked = False
     prev = previous[0].removesuffix(UNFINISHED) if previous else None
     log.info("re-embedded %d memories, %d clusters, %d skills with %s", memories, clusters, skills, name)
     return {
@@ -98,9 +93,9 @@ def reembed(memory_service, progress: Progress | None = None, *, batch_size: int
     }
 
 
-def _check_dimensions(conn: sa.Connection, name: str, dim: int) -> None:
-    for table, column in VECTOR_COLUMNS:
-        width = store.column_dim(conn, table, column)
+def _check_dimensions(conn, name: str, dim: int) -> None:
+    for table, column in store.VECTOR_COLUMNS:
+        width = memory_store.column_dim(conn, table, column)
         if width != dim:
             raise ReembedError(
                 f"embedder {name} gives {dim}-d vectors but {table}.{column} holds {width}-d vectors; "
@@ -108,14 +103,6 @@ def _check_dimensions(conn: sa.Connection, name: str, dim: int) -> None:
                 f"ULTRON_EMBEDDING_PROVIDER=local (all-MiniLM-L6-v2, 384-d), or an OpenAI-compatible model "
                 f"that accepts dimensions={width} with ULTRON_EMBEDDING_DIM={width} "
                 f"(e.g. text-embedding-3-small). Nothing was changed.")
-
-
-def _totals(conn: sa.Connection) -> dict[str, int]:
-    row = conn.execute(sa.text(
-        "SELECT (SELECT count(*) FROM memory_records) AS memories, "
-        "(SELECT count(*) FROM knowledge_clusters WHERE status = 'active') AS clusters, "
-        "(SELECT count(*) FROM skills WHERE status = 'current') AS skills")).one()
-    return dict(row._mapping)
 
 
 class _Counter:
@@ -138,20 +125,6 @@ def _embed(embedder, texts: list[str], dim: int) -> np.ndarray:
     return vectors
 
 
-def _update_vectors(conn: sa.Connection, table: str, column: str, ids: Sequence[str], vectors) -> None:
-    conn.execute(sa.text(
-        f"UPDATE {table} t SET {column} = CAST(v.e AS vector) "
-        "FROM unnest(CAST(:ids AS text[]), CAST(:es AS text[])) AS v(id, e) WHERE t.id = v.id"),
-        {"ids": list(ids), "es": [store.vec(e) if e is not None else None for e in vectors]})
-
-
-#: The rows to re-embed, one batch after ``:a`` at a time (ids in order).
-_MEMORY_ROWS = ("SELECT id, content, context, resolution FROM memory_records WHERE id > :a "
-                "ORDER BY id LIMIT :n FOR UPDATE")
-_SKILL_ROWS = ("SELECT id, name, description, skill_md FROM skills WHERE status = 'current' AND id > :a "
-               "ORDER BY id LIMIT :n FOR UPDATE")
-
-
 def _memory_text(row) -> str:
     return embedding_text(dict(row._mapping))
 
@@ -159,25 +132,22 @@ def _memory_text(row) -> str:
 def _skill_text(row) -> str:
     """The text the Skill Hub embedded when it published (``SkillDraft.embedding_text``),
     rebuilt from the stored row: the situations are read back from SKILL.md."""
-    from ultron.skills.draft import skill_embedding_text
-    from ultron.skills.render import when_to_use
-
     return skill_embedding_text(row.name or "", row.description or "",
                                 when_to_use(row.skill_md) if row.skill_md else [])
 
 
-def _reembed_rows(engine, embedder, dim: int, batch_size: int, counter: _Counter, select: str,
-                  text_of: Callable[[Any], str], table: str, column: str, what: str) -> int:
-    """Re-embed the rows ``select`` returns, batch by batch, into ``table.column``."""
+def _reembed_rows(engine, embedder, dim: int, batch_size: int, counter: _Counter,
+                  rows_after: Callable[..., list[Any]], text_of: Callable[[Any], str], table: str, column: str,
+                  what: str) -> int:
+    """Re-embed the rows ``rows_after`` returns, batch by batch, into ``table.column``."""
     after, count = "", 0
     while True:
         with engine.begin() as conn:
-            # Locked for the batch, so a concurrent merge cannot slip an old vector in between.
-            rows = conn.execute(sa.text(select), {"a": after, "n": batch_size}).all()
+            rows = rows_after(conn, after, batch_size)
             if not rows:
                 return count
             vectors = _embed(embedder, [text_of(r) for r in rows], dim)
-            _update_vectors(conn, table, column, [r.id for r in rows], vectors)
+            store.update_vectors(conn, table, column, [r.id for r in rows], vectors)
         after = rows[-1].id
         count += len(rows)
         counter.add(len(rows), what)
@@ -189,24 +159,17 @@ def _recompute_centroids(engine, batch_size: int, counter: _Counter) -> tuple[in
     after, count, emptied = "", 0, 0
     while True:
         with engine.begin() as conn:
-            ids = list(conn.execute(sa.text(
-                "SELECT id FROM knowledge_clusters WHERE status = 'active' AND id > :a ORDER BY id LIMIT :n "
-                "FOR UPDATE"), {"a": after, "n": batch_size}).scalars())
+            ids = store.active_cluster_ids_after(conn, after, batch_size)
             if not ids:
                 return count, emptied
-            means = dict(conn.execute(sa.text(
-                "SELECT cluster_id, CAST(avg(embedding) AS text) FROM memory_records "
-                "WHERE status = 'active' AND cluster_id = ANY(:ids) AND embedding IS NOT NULL GROUP BY cluster_id"),
-                {"ids": ids}).all())
+            means = store.member_means(conn, ids)
             vectors = []
             for cid in ids:
-                # float64: the mean is normalised before vec() writes it as float32 digits
-                mean = store.parse_vectors([means[cid]], dtype=np.float64)[0] if cid in means else None
+                mean = means.get(cid)
                 norm = float(np.linalg.norm(mean)) if mean is not None else 0.0
                 vectors.append(mean / norm if norm > 0 else None)
             emptied += sum(v is None for v in vectors)
-            _update_vectors(conn, "knowledge_clusters", "centroid", ids, vectors)
+            store.update_vectors(conn, "knowledge_clusters", "centroid", ids, vectors)
         after = ids[-1]
         count += len(ids)
         counter.add(len(ids), "clusters")
-

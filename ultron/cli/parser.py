@@ -1,0 +1,178 @@
+"""The ``ultron`` argument parser: every subcommand, its options, help texts and choices.
+
+Building it imports nothing beyond the standard library and ``ultron.vocabulary``, so
+``ultron --help`` stays fast; the commands themselves live in ``ultron.cli.commands``
+and ``ultron.cli.commands_server``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ultron.vocabulary import TASK_TYPES
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is too small (at least 1)")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a TCP port (0-65535)")
+    return value
+
+
+def _score(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0..1")
+    return value
+
+
+def _json_flag(p: argparse.ArgumentParser, what: str = "the result") -> None:
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON on stdout (for scripts)")
+
+
+def _progress_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar on stderr (default: only when stderr is a terminal)")
+
+
+def _yes_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-y", "--yes", action="store_true",
+                   help="do not ask for confirmation (required when stdin is not a terminal)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ultron", description="Ultron: memory for LLM agents, on Dagster.",
+        epilog="Settings come from ULTRON_* environment variables (see README). Exit codes: 0 ok, "
+               "1 the request failed (unknown id, failed files, nothing matched), 2 bad arguments, "
+               "settings or database.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    dev = sub.add_parser("dev", help="start the database if needed, then the Dagster UI and daemon",
+                         description="Start the embedded database if needed, then `dagster dev` (UI and daemon) and the "
+                                     "HTTP API (`ultron serve`) beside it.")
+    dev.add_argument("--host", default=None, help="UI host (default ULTRON_DAGSTER_HOST or 127.0.0.1)")
+    dev.add_argument("--port", type=_port, default=None, help="UI port (default ULTRON_DAGSTER_PORT or 3000)")
+    dev.add_argument("--no-examples", action="store_true", help="do not copy examples/ into the inbox on first start")
+    dev.add_argument("--no-api", action="store_true",
+                     help="do not start the HTTP API (ULTRON_API_HOST:ULTRON_API_PORT) beside the UI")
+
+    ing = sub.add_parser("ingest", help="ingest session .jsonl files or directories",
+                         description="Parse session .jsonl files (directories are searched recursively) into the "
+                                     "database; unchanged files are skipped by their hash.")
+    ing.add_argument("paths", nargs="+", help="session .jsonl files or directories holding them")
+    ing.add_argument("--agent-id", required=True, help="the agent these sessions belong to")
+    ing.add_argument("--json", action="store_true", help="print the full report as JSON")
+    _progress_flag(ing)
+
+    st = sub.add_parser("status", help="row counts per table and pending work",
+                        description="Where the state lives, the schema revision, row counts and pending work.")
+    _json_flag(st, "the status")
+
+    db = sub.add_parser("db", help="control the embedded PostgreSQL server",
+                        description="Start, stop or inspect the embedded PostgreSQL server, or print its URL.")
+    db.add_argument("action", choices=["start", "stop", "status", "url"],
+                    help="start: start and leave running; stop; status: JSON state; url: the SQLAlchemy URL")
+
+    se = sub.add_parser("search", help="search memories (vector + full text)",
+                        description="Hybrid search over active memories: HNSW vector search and full text, fused "
+                                    "by rank, boosted by tier and recency. Rows are in ranked order; `sim` is the "
+                                    "cosine similarity, `score` the fused rank score.")
+    se.add_argument("query", help="what to look for, in plain words")
+    se.add_argument("--limit", type=_positive_int, default=10, metavar="N",
+                    help="at most this many results (default 10)")
+    se.add_argument("--detail", choices=["l0", "l1"], default="l1",
+                    help="summary level shown: l0 one-line summary, l1 overview (default l1); "
+                         "`ultron details ID` prints everything")
+    se.add_argument("--tier", type=str.upper, choices=["HOT", "WARM", "COLD"], help="only memories of this tier")
+    se.add_argument("--tag", action="append", default=[], metavar="TAG",
+                    help="only memories carrying this tag (repeat for several; all must match)")
+    se.add_argument("--agent-id", metavar="A", help="only memories from this agent")
+    _json_flag(se, "the results")
+
+    de = sub.add_parser("details", help="print memories in full",
+                        description="Full records: content, context, resolution, tags, provenance, hits. "
+                                    "An id may be shortened to its first 8 characters, as `ultron search` shows it. "
+                                    "Fetching counts as use (+2 hits).")
+    de.add_argument("ids", nargs="+", metavar="ID", help="memory id (or a unique prefix of at least 4 characters)")
+    _json_flag(de, "the records")
+
+    sk = sub.add_parser("skills", help="list, search or show skills",
+                        description="Without a query: the current skills. With a query: the closest current "
+                                    "skills (vector search). With --show: that skill's SKILL.md.")
+    sk.add_argument("query", nargs="?", help="search the current skills for this")
+    sk.add_argument("--limit", type=_positive_int, default=None, metavar="N",
+                    help="at most this many (default: 5 when searching, all when listing)")
+    sk.add_argument("--show", metavar="SLUG", help="print the current SKILL.md of this skill")
+    _json_flag(sk, "the skills")
+
+    ex = sub.add_parser("export-sft", help="write the SFT dataset (OpenAI JSONL and ShareGPT)",
+                        description="Export good segments (score >= the threshold, SFT-eligible) as a fine-tuning "
+                                    "dataset under ULTRON_HOME/sft/: OpenAI chat JSONL and ShareGPT, a "
+                                    "train/validation split and a manifest.")
+    ex.add_argument("--task-type", choices=TASK_TYPES, metavar="T",
+                    help=f"only segments of this task type: {', '.join(TASK_TYPES)}")
+    ex.add_argument("--min-score", type=_score, default=None, metavar="X",
+                    help="lowest overall_score exported (default ULTRON_TRAJECTORY_SFT_SCORE_THRESHOLD, 0.8)")
+    ex.add_argument("--limit", type=_positive_int, default=5000, metavar="N",
+                    help="at most this many segments (default 5000)")
+    _json_flag(ex, "the manifest and file paths")
+    _progress_flag(ex)
+
+    sa_ = sub.add_parser("stats", help="sessions, segments, memories, clusters and skills at a glance",
+                         description="Counts of sessions, segments (with memory/SFT-eligible), memories by tier and "
+                                     "type, clusters and skills.")
+    _json_flag(sa_, "the statistics")
+
+    fo = sub.add_parser("forget", help="delete memories and what they came from",
+                        description="Delete memories, or everything derived from a segment, a session file or an "
+                                    "agent. A merged memory that also holds other sources is rebuilt from those.")
+    what = fo.add_mutually_exclusive_group(required=True)
+    what.add_argument("--memory", nargs="+", metavar="ID", help="these memories (ids or unique prefixes)")
+    what.add_argument("--segment", metavar="ID", help="the memories of this task segment, and the segment")
+    what.add_argument("--session-file", metavar="PATH",
+                      help="everything ingested from this session file (its rows, segments and memories)")
+    what.add_argument("--agent-id", metavar="A", help="everything of this agent")
+    _yes_flag(fo)
+    _json_flag(fo, "the deleted counts")
+
+    sv = sub.add_parser("serve", help="run the HTTP API",
+                        description="Run the HTTP API (FastAPI; OpenAPI docs at /docs). Every route but /health "
+                                    "needs the bearer token ULTRON_API_TOKEN; on a non-loopback address the server "
+                                    "refuses to start without one.")
+    sv.add_argument("--host", default=None, help="address to listen on (default ULTRON_API_HOST or 127.0.0.1)")
+    sv.add_argument("--port", type=_port, default=None,
+                    help="port (default ULTRON_API_PORT or 8765; 0 picks a free one)")
+
+    re_ = sub.add_parser("reembed", help="re-embed everything with the configured embedder",
+                         description="Switch embedders: re-embed every memory, cluster centroid and current skill "
+                                     "with the embedder the settings name (ULTRON_EMBEDDING_*), then record it as "
+                                     "the store's embedder. Safe to re-run after an interruption. Restart running "
+                                     "`ultron dev` / `ultron serve` processes afterwards.")
+    _yes_flag(re_)
+    _json_flag(re_, "the counts")
+    _progress_flag(re_)
+
+    ma = sub.add_parser("maintenance", help="run the maintenance steps once (no Dagster needed)",
+                        description="What the Dagster maintenance job does, once: re-ingest changed inbox files, "
+                                    "segment, label and extract pending work, tier rebalance, clustering, skill "
+                                    "evolution, consolidation (if ULTRON_CONSOLIDATE_ENABLED) and the raw archive "
+                                    "purge.")
+    _json_flag(ma, "the summary")
+    return parser

@@ -1,0 +1,270 @@
+"""``error`` memories: a failed tool call and what fixed it (kind procedural).
+
+A failed tool call (not a call the user rejected, not a housekeeping tool such as
+TodoWrite / ExitPlanMode) is paired with the later successful call that most
+plausibly fixed it, searched among the next ``FIX_WINDOW`` calls of the same
+episode: the best by ``same tool`` first, then by argument similarity
+(``0.5 * Jaccard + 0.5 * share of the failed call's argument words kept``); a
+different tool qualifies only if it is not a mere lookup (a read-only tool or shell
+command, unless the failed call was one too) and has similarity >=
+``OTHER_TOOL_MIN_SIM`` or is the first success right after the error with a fix
+announced ("instead", "let me try / fix / use", "workaround"). Repeats of the same
+error (same tool, same message with digits and ids masked) are one memory.
+
+content = "<tool> failed: <error line>" (the exception / ``error:`` line, the last
+one of a traceback, never the dump); context = the episode's goal, the latest user
+turn and the failing call; resolution = the agent's explanation (sentences with a
+cause or fix cue, no questions), the successful calls in between (at most two
+shown), then "Worked: <fixing call>" (for a retry of the same tool only the
+arguments that changed) or, when the very same call later succeeded unchanged,
+"Fix: <the calls in between>. Then re-ran: <call>", with the result when that is
+a short status line.
+
+An error with no fix is still emitted, with low confidence, so the caller counts it.
+An error whose line is about permissions or credentials is typed ``security``.
+
+Confidence, with a fix: 0.40 + 0.20 [same tool] + 0.15 * similarity + 0.10
+[explicit success: a success word in the fix's result, the agent's next text or the
+user's next turn] + 0.05 [the agent explained the error] + 0.05 [the fix is the very
+next call] - 0.15 [the same error happened again after the fix] - 0.05 [more than
+five calls between the error and the fix]. With no fix: 0.20 + 0.10 [the agent
+explained it].
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ultron.heuristics.candidates import CONTENT_CHARS, candidate
+from ultron.heuristics.episodes import ASKS, READ_TOOL, Call, Digest
+from ultron.heuristics.gists import arg_similarity, call_gist, changed_gist
+from ultron.heuristics.text import RESULT_HEAD, RESULT_TAIL, clip, first_sentence, norm_key, sentences
+
+FIX_WINDOW = 12            # calls after an error searched for its fix
+OTHER_TOOL_MIN_SIM = 0.25  # argument similarity for a different tool to count as the fix
+
+_I = re.IGNORECASE
+
+EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|\s*$)")
+ERR_LINE = re.compile(
+    r"^\s*(?:error\b|\[error\]|fatal\b|npm ERR!|E\s{2,}\S|FAILED\b|failure\b|panic\b|"
+    r"exception\b|cannot\b|could not\b|unable to\b)|"
+    r"\b(?:command not found|No such file or directory|Permission denied|not found|"
+    r"is not (?:available|allowed|defined|recognized)|does not exist|unknown (?:option|command|skill|argument)|"
+    r"invalid\b|denied\b|not enough|failed\b|timed? ?out)", _I)
+_TOOL_ERR_TAG = re.compile(r"</?tool_use_error>")
+_EXIT_LINE = re.compile(r"^\s*exit(?:ed with)? (?:code|status) -?\d+\s*$", _I)
+_ERR_PREFIX = re.compile(r"^\s*(?:error|err)\s*[:!-]\s*", _I)
+_SEC_ERR = re.compile(
+    r"permission denied|access denied|\beacces\b|\beperm\b|operation not permitted|\bforbidden\b|\b403\b|"
+    r"\b401\b|unauthori[sz]ed|authentication (?:failed|required|error)|not authori[sz]ed|"
+    r"invalid (?:token|credentials?|api[ _-]?key|password)|(?:bad|expired|revoked) (?:token|credentials?)|"
+    r"ssl certificate|certificate verify failed|\bsecret\b|credential", _I)
+_FIX_CUE = re.compile(
+    r"\binstead\b|\blet me (?:try|fix|use|correct|change|update|retry|install|add|set)\b|\bwork ?around\b|"
+    r"\balternative(?:ly)?\b|\bmanually\b|\bthe (?:fix|issue|problem|error) (?:is|was)\b|\btry (?:again|with)\b", _I)
+_CAUSE_CUE = re.compile(
+    r"\bbecause\b|\bsince\b|\bdue to\b|\bmeans\b|\bneed(?:s|ed)? to\b|\brequires?\b|\bmissing\b|\bnot (?:set|installed|"
+    r"available|supported|found|loaded|enough)\b|\bthe (?:issue|problem|error|cause) (?:is|was)\b|\bhappens when\b|"
+    r"\binstead\b|\bshould\b|\blet me\b|\bdoesn'?t (?:exist|support|have|accept)\b|\bisn'?t\b|\bwasn'?t\b", _I)
+_SUCCESS_WORD = re.compile(
+    r"\b(?:success(?:ful(?:ly)?)?|succeeded|passed|works|worked|working now|fixed|resolved|done|completed?|"
+    r"created|updated|published|installed|committed|booked|cancell?ed|modified|saved|ok)\b|✓|\ball \d+ tests? passed\b",
+    _I)
+# The user saying it works now (the pattern rule reads it too).
+USER_SUCCESS = re.compile(
+    r"\b(?:it|that|this|everything) (?:works|worked|is working|fixed it|did it|did the trick)\b|"
+    r"\b(?:works|worked) (?:now|perfectly|great|fine)\b|\b(?:perfect|excellent|awesome|exactly what i)\b|"
+    r"\b(?:problem|issue|it)(?:'s| is| has been) (?:solved|resolved|fixed)\b|\blooks good\b|\blgtm\b|\bnice\b|"
+    r"\bgreat\b", _I)
+
+
+def _error_line(text: str) -> str:
+    """The informative line of an error result: an exception line (the last one of a
+    traceback), else the first line that reads like an error, else the first line."""
+    if not text:
+        return ""
+    if len(text) > RESULT_HEAD + RESULT_TAIL:
+        text = text[:RESULT_HEAD] + "\n" + text[-RESULT_TAIL:]
+    text = _TOOL_ERR_TAG.sub("", text)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    body = [ln for ln in lines if not _EXIT_LINE.match(ln)] or lines
+    traceback = any(ln.startswith("Traceback (most recent call last)") for ln in body)
+    exc = [ln for ln in body if EXC_LINE.match(ln)]
+    if exc:
+        return exc[-1] if traceback else exc[0]
+    for ln in body[:40]:
+        if ERR_LINE.search(ln):
+            return ln
+    return body[0]
+
+
+def _explanation(d: Digest, after_msg: int, before_msg: int) -> str:
+    """The agent's sentences between an error and its fix that explain cause or fix."""
+    picked: list[str] = []
+    for j in range(after_msg + 1, min(before_msg + 1, len(d.kind))):
+        if d.kind[j] != "assistant" or not d.text[j]:
+            continue
+        sents = [s for s in sentences(d.text[j][:1500]) if not ASKS.search(s) and not s.endswith(":")]
+        good = [s for s in sents if _CAUSE_CUE.search(s) or _FIX_CUE.search(s)]
+        for s in good or sents[:1]:
+            if len(s) >= 12 and s not in picked:
+                picked.append(s)
+            if len(picked) >= 2:
+                break
+        if len(picked) >= 2:
+            break
+    return clip(" ".join(picked), 260)
+
+
+_DONE_VERB = re.compile(
+    r"\b(?:added|moved|replaced|changed|set|installed|copied|put|fixed|updated|removed|renamed|pinned|switched|"
+    r"rebuilt|reordered|upgraded|downgraded|created|edited|declared|configured|enabled|disabled)\b", _I)
+
+
+def _fix_summary(text: str) -> str:
+    """The agent's own account of what fixed it ("Added flask to requirements.txt and rebuilt
+    the image"): the first sentence after the fix that reports a change. It is the most
+    reusable part of an error memory, and tool gists alone ("write_file Dockerfile") lose it."""
+    for sent in sentences(text[:1200])[:3]:
+        if len(sent) >= 12 and not ASKS.search(sent) and (_DONE_VERB.search(sent) or _FIX_CUE.search(sent)):
+            return clip(sent, 220)
+    return ""
+
+
+def _is_read(c: Call) -> bool:
+    """A call that only looks something up (the trajectory scorer's read/write split)."""
+    return c.kind == "read" or bool(READ_TOOL.match(c.name))
+
+
+def _find_fix(d: Digest, err: Call) -> tuple[Call | None, float]:
+    best: tuple[float, int, Call, float] | None = None
+    first_success = True
+    seen = 0
+    for c in d.calls[err.pos + 1:]:
+        if c.episode != err.episode:
+            break
+        if c.housekeeping:
+            continue
+        seen += 1
+        if seen > FIX_WINDOW:
+            break
+        if c.error is not False:
+            if c.error and c.name == err.name:
+                first_success = False
+            continue
+        sim = arg_similarity(err, c)
+        same = c.name == err.name
+        if not same:
+            if _is_read(c) and not _is_read(err):
+                continue      # looking something up is a step towards a fix, not the fix
+            announced = first_success and bool(_FIX_CUE.search(c.text[:600]))
+            if sim < OTHER_TOOL_MIN_SIM and not announced:
+                first_success = False
+                continue
+        score = (2.0 if same else 0.0) + sim
+        if best is None or score > best[0] + 1e-9:
+            best = (score, c.pos, c, sim)
+        first_success = False
+    if best is None:
+        return None, 0.0
+    return best[2], best[3]
+
+
+def extract_errors(d: Digest, task_type: str | None) -> tuple[list[dict[str, Any]], set[int]]:
+    """Error memories, and the positions of the failed calls that found a fix."""
+    out: list[dict[str, Any]] = []
+    fixed: set[int] = set()
+    done: set[tuple[str, str]] = set()
+    for err in d.calls:
+        if not err.error or err.rejected or err.housekeeping:
+            continue
+        fix, sim = _find_fix(d, err)
+        if fix is not None:
+            fixed.add(err.pos)
+        line = _error_line(err.result)
+        if not line:
+            continue
+        key = (err.name, norm_key(line))
+        if key in done:
+            continue
+        done.add(key)
+        # later failures with the same message belong to this memory
+        repeats = [c for c in d.calls[err.pos + 1:] if c.error and c.name == err.name
+                   and norm_key(_error_line(c.result)) == key[1]]
+        if fix is not None:
+            # a retry that failed the same way before the fix: the fix is judged from the last one
+            before = [c for c in repeats if c.pos < fix.pos]
+            last_err = before[-1] if before else err
+            fix2, sim2 = _find_fix(d, last_err)
+            if fix2 is fix:
+                sim = max(sim, sim2)
+        else:
+            last_err = repeats[-1] if repeats else err
+        request = d.request_before(err.msg)
+        shown = _ERR_PREFIX.sub("", line) or line
+        content = f"{err.name or 'tool'} failed: {clip(shown, CONTENT_CHARS - 20)}"
+        context_parts = []
+        task = d.task_context(err.msg)
+        if task:
+            context_parts.append(task)
+        context_parts.append("Attempted: " + call_gist(err.name, err.args, err.raw, 200))
+        if len(repeats) > 0:
+            context_parts.append(f"(failed {len(repeats) + 1} times)")
+        context = " ".join(context_parts)
+        security = bool(_SEC_ERR.search(line))
+        type_hint = "security" if security else "error"
+        tools = [err.name]
+        if fix is None:
+            episode_end = d.episodes[last_err.episode][1] - 1 if last_err.episode < len(d.episodes) else len(d.kind)
+            expl = _explanation(d, last_err.result_msg, episode_end)
+            if not expl:
+                j, t = d.next_assistant_text(last_err.result_msg)
+                expl = first_sentence(t, 200) if j >= 0 else ""
+            resolution = ("Unresolved. Agent's reading: " + expl) if expl else ""
+            conf = 0.20 + (0.10 if expl else 0.0)
+            out.append(candidate(type_hint, "procedural", content, context, resolution, tools, conf, task_type,
+                               [err.raw[:400]]))
+            continue
+        same = fix.name == err.name
+        between = [c for c in d.calls[last_err.pos + 1:fix.pos]
+                   if c.error is False and not c.housekeeping]
+        expl = _explanation(d, last_err.result_msg, fix.msg)
+        fix_gist = changed_gist(fix.name, last_err, fix) if same else call_gist(fix.name, fix.args, fix.raw, 200)
+        res_parts = []
+        if expl:
+            res_parts.append(expl)
+        if between:
+            steps = "; ".join(call_gist(c.name, c.args, c.raw, 80) for c in between[:2])
+            more = f" (+{len(between) - 2} more)" if len(between) > 2 else ""
+            label = "Fix" if same and fix.raw == last_err.raw else "First"
+            res_parts.append(f"{label}: {steps}{more}.")
+        result_line = first_sentence(fix.result, 140) if fix.result else ""
+        status = ""
+        if result_line and (len(fix.result) <= 200 or _SUCCESS_WORD.search(result_line)):
+            status = f" -> {result_line}"
+        if same and between and fix.raw == last_err.raw:
+            # the same call succeeded unchanged: the steps in between were the fix
+            res_parts.append(f"Then re-ran: {fix_gist}{status}")
+        else:
+            res_parts.append(f"Worked: {fix_gist}{status}")
+        j, after_text = d.next_assistant_text(fix.result_msg if fix.result_msg >= 0 else fix.msg)
+        summary = _fix_summary(after_text) if j >= 0 else ""
+        if summary and summary not in expl:
+            # right after the diagnosis: what was changed, in the agent's words, then the calls
+            res_parts.insert(1 if expl else 0, summary if summary.endswith((".", "!")) else summary + ".")
+        resolution = " ".join(res_parts)
+        success = bool(_SUCCESS_WORD.search(fix.result[:600]) or _SUCCESS_WORD.search(after_text[:400])
+                       or USER_SUCCESS.search(d.next_user_text(fix.result_msg)[:400]))
+        recurred = any(c.pos > fix.pos for c in repeats)
+        gap = fix.pos - last_err.pos - 1
+        conf = (0.40 + (0.20 if same else 0.0) + 0.15 * min(1.0, sim) + (0.10 if success else 0.0)
+                + (0.05 if expl else 0.0) + (0.05 if gap == 0 else 0.0) - (0.15 if recurred else 0.0)
+                - (0.05 if gap > 5 else 0.0))
+        tools = [err.name] + [c.name for c in between] + [fix.name]
+        out.append(candidate(type_hint, "procedural", content, context, resolution, tools, conf, task_type,
+                           [err.raw[:400], fix.raw[:400], request]))
+    return out, fixed

@@ -1,0 +1,105 @@
+"""Memory extraction without a model: a segment's messages in, memory candidates out.
+
+The same messages always give the same memories, and a 30-message segment takes
+1.5-3 ms (regular expressions over capped texts after one reading pass). The segment
+is read once (:mod:`.reader`) and seen as the extractors see it (:mod:`.episodes`);
+then six heuristics each look for one memory type:
+
+=====================  =====================================================
+:mod:`.errors`         a failed call and the call that fixed it (``error``;
+                       permission / credential errors are ``security``)
+:mod:`.corrections`    the user setting the agent right (``correction``)
+:mod:`.preferences`    what the user wants, always or here (``preference``)
+:mod:`.patterns`       a multi-step procedure that worked (``pattern``)
+:mod:`.security`       a credential in plain text, a refusal (``security``)
+:mod:`.policies`       a service agent's stated rules (``life``)
+=====================  =====================================================
+
+Their candidates are assembled, tagged, redacted and deduplicated by
+:mod:`.candidates`; each module's docstring gives its rule and its confidence.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ultron.heuristics.candidates import candidate, dedupe
+from ultron.heuristics.classify import classify_memory_type
+from ultron.heuristics.corrections import extract_corrections
+from ultron.heuristics.episodes import Digest
+from ultron.heuristics.errors import ERR_LINE, EXC_LINE, extract_errors
+from ultron.heuristics.patterns import extract_patterns
+from ultron.heuristics.policies import extract_life
+from ultron.heuristics.preferences import (PREF_CUE_START, PREF_EXPLICIT, PREF_LIKE, PREF_STANDING,
+                                           extract_preferences)
+from ultron.heuristics.reader import cap
+from ultron.heuristics.security import extract_security
+from ultron.heuristics.text import MARKDOWN, first_sentence, sentences
+from ultron.sessions.messages import Message
+
+_I = re.IGNORECASE
+
+
+def extract_memories(messages: list[Message], *, task_type: str | None = None) -> list[dict]:
+    """Memory candidates of one task segment (each rule module's docstring says how).
+
+    Each is ``{content, context, resolution, tags, kind, tools_used, confidence,
+    type_hint}``; low-confidence candidates are returned too (the caller filters)."""
+    msgs = list(messages or [])
+    if not msgs:
+        return []
+    d = Digest(msgs)
+    if not d.msgs:
+        return []
+    memories: list[dict[str, Any]] = []
+    errors, fixed = extract_errors(d, task_type)
+    memories.extend(errors)
+    corrections, used = extract_corrections(d, task_type)
+    memories.extend(corrections)
+    memories.extend(extract_preferences(d, task_type, used))
+    memories.extend(extract_patterns(d, task_type, fixed))
+    memories.extend(extract_security(d, task_type))
+    memories.extend(extract_life(d, task_type))
+    return dedupe(memories)
+
+
+def extract_from_text(text: str) -> list[dict]:
+    """Memory candidates from free text someone shared (not a transcript).
+
+    Numbered / bulleted steps -> a pattern (content = the heading or first sentence);
+    an error line with a "fix / solution / resolved by / workaround" sentence -> an
+    error; preference sentences -> preferences; anything else -> one memory of the
+    type :func:`classify_memory_type` gives, content = the first sentences and
+    resolution = the rest. Confidence 0.5-0.65: the text is not checked against an
+    outcome."""
+    text = cap(text or "", 20000).strip()
+    if not text:
+        return []
+    out: list[dict[str, Any]] = []
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    steps = [ln for ln in lines if re.match(r"^(?:\d+[.)]|[-*•])\s+\S", ln)]
+    err = next((ln for ln in lines if EXC_LINE.match(ln) or ERR_LINE.search(ln)), "")
+    fix_sents = [s for s in sentences(text) if re.search(
+        r"\b(?:fix(?:ed)?|solution|solved|resolved?|workaround|the trick|instead|worked)\b", s, _I)]
+    if len(steps) >= 2:
+        head = next((ln for ln in lines if ln not in steps), "") or first_sentence(text)
+        out.append(candidate("pattern", "procedural", MARKDOWN.sub("", head), "", "\n".join(steps), [], 0.6, None,
+                           [text[:2000]]))
+    elif err and fix_sents:
+        out.append(candidate("error", "procedural", err, "", " ".join(fix_sents[:3]), [], 0.6, None, [text[:2000]]))
+    for s in sentences(text):
+        if PREF_STANDING.search(s) or PREF_EXPLICIT.search(s) or PREF_LIKE.search(s):
+            kind = "procedural" if PREF_STANDING.search(s) else "episodic"
+            m = PREF_CUE_START.search(s)
+            directive = s[m.start():] if m else s
+            out.append(candidate("preference", kind, s, "", directive[:1].upper() + directive[1:], [],
+                                 0.6 if kind == "procedural" else 0.5, None, [s]))
+    if not out:
+        sents = sentences(text)
+        content = " ".join(sents[:2]) if sents else text
+        rest = " ".join(sents[2:])
+        kind_type = classify_memory_type(content, "", rest)
+        kind = "episodic" if kind_type in ("life", "preference") else "procedural"
+        out.append(candidate(kind_type, kind, content, "", rest, [], 0.5, None, [text[:2000]]))
+    return dedupe(out)

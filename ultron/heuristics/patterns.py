@@ -1,0 +1,119 @@
+"""``pattern`` memories: a multi-step procedure that worked (kind procedural).
+
+An episode with at least ``PATTERN_MIN_CALLS`` successful non-housekeeping tool
+calls, every failed call followed by a later success of the same tool (or a fix
+found by the error rule), whose last tool result is not an error and which ends with
+an assistant text answer (closing thanks after it allowed). content = the goal;
+resolution = the ordered steps with a gist of each call's key argument (command,
+file name, query, or a few ``key=value``), runs of the same tool collapsed ("Read
+x3: a.toml, b.toml, c.toml") except for shell commands, each of which is a step;
+tools_used = tool names in order, deduplicated; context = the episode's other
+requests and "Outcome: <the final answer's first sentence>".
+
+Confidence: 0.45 + 0.04 * min(successful steps - 3, 5) + 0.10 [the final answer
+reports completion] + 0.15 [the user's next turn confirms it works; plain thanks
++ 0.05] - 0.05 per resolved error (at most - 0.15) - 0.10 [read-only steps] - 0.20
+[the final answer admits a failure].
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ultron.heuristics.candidates import CONTENT_CHARS, RESOLUTION_CHARS, candidate
+from ultron.heuristics.episodes import CONTINUE, READ_TOOL, Call, Digest, is_closing
+from ultron.heuristics.errors import USER_SUCCESS
+from ultron.heuristics.gists import COMMAND_KEYS, arg_gist
+from ultron.heuristics.text import clip, first_sentence
+
+PATTERN_MIN_CALLS = 3
+
+_I = re.IGNORECASE
+
+_USER_THANKS = re.compile(r"\b(?:thanks|thank you|thx|appreciate)\b", _I)
+_ASSISTANT_FAILURE = re.compile(
+    r"\bi (?:was|am) (?:unable|not able) to\b|\bi (?:couldn'?t|could not|wasn'?t able to|failed to)\b|"
+    r"\bunfortunately,? (?:i|it|the|this)\b.{0,60}\b(?:not|n't|unable|fail)|\b(?:did not|didn'?t) (?:work|succeed)\b",
+    _I)
+_COMPLETION = re.compile(
+    r"\b(?:done|complete[ds]?|finished|success(?:ful(?:ly)?)?|created|updated|published|committed|booked|"
+    r"cancell?ed|modified|all (?:set|good|tests pass)|is ready|now works|works|has been \w+ed)\b|✓", _I)
+
+
+def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    by_episode: dict[int, list[Call]] = {}
+    for c in d.calls:
+        if not c.rejected:
+            by_episode.setdefault(c.episode, []).append(c)
+    for ep, (s, e) in enumerate(d.episodes):
+        calls = by_episode.get(ep, [])
+        work = [c for c in calls if not c.housekeeping]
+        ok = [c for c in work if c.error is False]
+        if len(ok) < PATTERN_MIN_CALLS:
+            continue
+        # ends with an assistant text answer
+        last = -1
+        for j in range(e - 1, s - 1, -1):
+            if d.kind[j] in ("assistant", "tool", "user"):
+                last = j
+                break
+        while last >= s and d.kind[last] == "user" and is_closing(d.text[last]):   # thanks / bye after it
+            last -= 1
+            while last >= s and d.kind[last] not in ("assistant", "tool", "user"):
+                last -= 1
+        if last < s or d.kind[last] != "assistant" or d.msg_calls.get(last) or len(d.text[last]) < 20:
+            continue
+        results = [c for c in work if c.error is not None]
+        if results and results[-1].error:
+            continue
+        errors = [c for c in work if c.error]
+        unresolved = [c for c in errors if c.pos not in fixed_errors
+                      and not any(x.name == c.name and x.error is False and x.pos > c.pos for x in work)]
+        if unresolved:
+            continue
+        goal = d.episode_request(ep)
+        if not goal:
+            continue
+        final = d.text[last]
+        # steps: runs of the same tool collapsed (not for commands, each of which is a step)
+        runs: list[tuple[str, list[str], list[int]]] = []     # (tool, distinct gists, [count])
+        for c in ok:
+            gist = arg_gist(c.args, c.raw, 70)
+            command = c.args is not None and any(isinstance(c.args.get(k), str) for k in COMMAND_KEYS)
+            if runs and runs[-1][0] == c.name and not command:
+                runs[-1][2][0] += 1
+                if gist and gist not in runs[-1][1]:
+                    runs[-1][1].append(gist)
+            else:
+                runs.append((c.name, [gist] if gist else [], [1]))
+        lines = []
+        for n, (name, gists, (cnt,)) in enumerate(runs, 1):
+            label = f"{name} x{cnt}" if cnt > 1 else name
+            shown = ", ".join(gists[:3]) + (", …" if len(gists) > 3 else "")
+            lines.append(f"{n}. {label}: {shown}" if shown else f"{n}. {label}")
+        resolution = ""
+        for n, ln in enumerate(lines):
+            cand = (resolution + "\n" + ln) if resolution else ln
+            if len(cand) > RESOLUTION_CHARS - 30:
+                resolution += f"\n… (+{len(lines) - n} more steps)"
+                break
+            resolution = cand
+        tools = list(dict.fromkeys(c.name for c in ok))
+        user_after = d.next_user_text(last)
+        confirmed = 0.15 if USER_SUCCESS.search(user_after[:400]) else (
+            0.05 if _USER_THANKS.search(user_after[:400]) else 0.0)
+        all_reads = all(READ_TOOL.match(c.name) for c in ok)
+        conf = (0.45 + 0.04 * min(len(ok) - PATTERN_MIN_CALLS, 5)
+                + (0.10 if _COMPLETION.search(final[:1500]) else 0.0) + confirmed
+                - min(0.15, 0.05 * len(errors)) - (0.10 if all_reads else 0.0)
+                - (0.20 if _ASSISTANT_FAILURE.search(final[:1500]) else 0.0))
+        outcome = first_sentence(final, 220)
+        follow = [d.text[j] for j in range(s, e) if d.kind[j] == "user" and d.text[j] != goal
+                  and not CONTINUE.match(d.text[j]) and not is_closing(d.text[j])][:2]
+        context = " ".join([f"Also asked: {clip(' / '.join(follow), 300)}"] if follow else []) + (
+            f" Outcome: {outcome}" if outcome else "")
+        out.append(candidate("pattern", "procedural", clip(goal, CONTENT_CHARS), context, resolution, tools,
+                             conf, task_type, [c.raw[:300] for c in ok[:8]]))
+    return out

@@ -1,0 +1,76 @@
+"""Memories from good task segments: the Memory Hub's side of the pipeline.
+
+A segment is extracted all-or-nothing and exactly once: the slow work (the provider's
+extraction, redaction, classification, embedding) happens before the transaction; the
+claim, the inserts/merges and the ``memory_extracted`` mark commit together. An LLM
+failure leaves the segment pending for the next run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ultron.db import segments as segment_store
+from ultron.llm.errors import LLMError
+from ultron.memory.service import MemoryService, Provenance
+
+
+@dataclass
+class SegmentExtraction:
+    segment_id: str
+    partition_key: str | None
+    status: str  # extracted | pending | skipped
+    inserted: int = 0
+    merged: int = 0
+    dropped_low_confidence: int = 0
+    reason: str | None = None
+
+
+def extract_from_segments(memory: MemoryService, batch_size: int = 50, *, partition_key: str | None = None
+                          ) -> list[SegmentExtraction]:
+    """Memories from memory-eligible segments not yet extracted.
+
+    The query keeps only segments whose overall_score is at or above
+    ULTRON_TRAJECTORY_MEMORY_SCORE_THRESHOLD (TrajectoryService.is_memory_eligible's test)."""
+    with memory.db.engine.connect() as conn:
+        segs = segment_store.extractable_segments(conn, batch_size, memory.settings.trajectory_memory_score_threshold,
+                                                  partition_key)
+    out = []
+    for seg in segs:
+        result = SegmentExtraction(seg.id, seg.partition_key, "skipped")
+        _extract_segment(memory, seg, result)
+        out.append(result)
+    return out
+
+
+def _extract_segment(memory: MemoryService, seg: segment_store.SegmentRow, result: SegmentExtraction) -> None:
+    task_type = (seg.metrics or {}).get("summary", {}).get("task_type")
+    with memory.db.engine.connect() as conn:
+        messages = segment_store.segment_messages(conn, seg)
+    try:
+        candidates = memory.provider.extract_memories(messages, task_type)
+        keep = [c for c in candidates if c["confidence"] >= memory.settings.memory_min_confidence]
+        result.dropped_low_confidence = len(candidates) - len(keep)
+        standard = ["trajectory", f"type:{task_type or 'other'}", f"segment:{seg.id[:8]}", f"agent:{seg.agent_id}"]
+        prepared = []
+        for c in keep:  # slow work (LLM, embedding, redaction) before the transaction
+            memory_type, body, tags, emb = memory.prepare({**c, "tags": list(c["tags"]) + standard})
+            prepared.append((memory_type, body, tags, emb, c))
+    except LLMError as exc:
+        result.status, result.reason = "pending", f"extraction unavailable: {exc}"
+        return
+    prov = Provenance(seg.agent_id, seg.id, seg.session_file, seg.start_line, seg.end_line)
+    prepared.sort(key=lambda p: p[0])  # per-type locks always taken in the same order
+    with memory.db.engine.begin() as conn:
+        if not segment_store.claim_for_extraction(conn, seg.id):
+            result.reason = "extracted by another run"
+            return
+        for memory_type, body, tags, emb, c in prepared:
+            up = memory.store_prepared(conn, memory_type, body, tags, emb, prov, c["kind"], c["tools_used"],
+                                       c["confidence"])
+            if up.action == "inserted":
+                result.inserted += 1
+            else:
+                result.merged += 1
+        segment_store.mark_extracted(conn, seg.id)
+    result.status = "extracted"

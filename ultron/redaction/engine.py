@@ -1,0 +1,312 @@
+"""Runs the catalogue on presidio, offline, and turns its overlapping findings into
+one replacement per span.
+
+Presidio gives the project a standard recognizer interface (extra recognizers and
+an optional spaCy model plug in unchanged); the setup here keeps it off the network:
+the ``no_op`` NLP engine, and a spaCy model only when it is installed. Building an
+analyzer takes seconds, hence the process-wide :func:`get_redactor`.
+
+Decisions (the tests pin each of them):
+
+* Overlaps are resolved to non-overlapping spans: the longest span wins, ties go
+  to the more specific kind (private key > provider tokens > AWS secret > URL
+  password > auth header > generic credential > PII), then to the earlier start.
+  So ``api_key="sk-..."`` becomes ``api_key="<LLM_API_KEY>"`` and
+  ``secret="sk-... and more"`` becomes ``secret="<REDACTED_CREDENTIAL>"``. A
+  candidate that only partly overlaps a winner keeps the part that sticks out
+  (under its own tag) rather than leaking it. Spans are replaced right to left.
+* ``<TAG>`` strings are never re-redacted, so ``redact(redact(x)) == redact(x)``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+import regex  # presidio's own regex engine (variable-length lookbehind)
+
+from ultron.redaction.catalogue import _EXTRA_PRIORITY, _PRIORITY, _RULES, TAGS, _Rule, _rule
+from ultron.redaction.checks import Span, _respect_escapes
+
+if TYPE_CHECKING:
+    from presidio_analyzer import EntityRecognizer
+
+# The package's logger, whichever module logs: tests and users filter on it.
+logger = logging.getLogger("ultron.redaction")
+
+SPACY_MODEL_ENV = "ULTRON_REDACTION_SPACY_MODEL"
+LANGUAGE = "en"
+_SPACY_ENTITIES = ("PERSON", "LOCATION")
+
+
+def _span_of(match: "regex.Match[str]", group: str | tuple[str, ...] | int) -> Span | None:
+    if isinstance(group, tuple):
+        for name in group:
+            if match.start(name) >= 0:
+                return match.span(name)
+        return None
+    start, end = match.span(group)
+    return (start, end) if start >= 0 else None
+
+
+# ------------------------------------------------------------- the recognizer
+
+
+def _recognizer_class() -> type:
+    """Build the presidio recognizer class lazily: importing presidio is slow."""
+    from presidio_analyzer import LocalRecognizer, RecognizerResult
+
+    class _RuleRecognizer(LocalRecognizer):
+        """A presidio recognizer running our rules for one entity."""
+
+        def __init__(self, entity: str, rules: Sequence[_Rule], score: float = 0.9) -> None:
+            self._rules = tuple(rules)
+            self._score = score
+            super().__init__(supported_entities=[entity], name=f"ultron_{entity.lower()}")
+
+        def load(self) -> None:  # noqa: D102 - nothing to load
+            pass
+
+        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
+            entity = self.supported_entities[0]
+            results = []
+            for rule in self._rules:
+                for match in rule.pattern.finditer(text):
+                    span = _span_of(match, rule.group)
+                    if span is None or span[0] == span[1]:
+                        continue
+                    if rule.check is not None:
+                        span = rule.check(match, span)
+                        if span is None:
+                            continue
+                    if rule.escapes:
+                        span = _respect_escapes(text, *span)
+                    if span[0] >= span[1]:
+                        continue
+                    results.append(
+                        RecognizerResult(
+                            entity_type=entity,
+                            start=span[0],
+                            end=span[1],
+                            score=self._score,
+                            recognition_metadata={
+                                RecognizerResult.RECOGNIZER_NAME_KEY: self.name,
+                                RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
+                                "rule": rule.name,
+                            },
+                        )
+                    )
+            return results
+
+    return _RuleRecognizer
+
+
+# ------------------------------------------------------------------ spaCy option
+
+_warned_models: set[str] = set()
+_warn_lock = threading.Lock()
+
+
+def _configured_spacy_model() -> str | None:
+    try:
+        from ultron.settings import Settings
+
+        return Settings.from_env().redaction_spacy_model
+    except Exception:  # noqa: BLE001 - a bad unrelated ULTRON_* value must not stop redaction
+        return os.environ.get(SPACY_MODEL_ENV) or None
+
+
+def _warn_once(model: str, message: str) -> None:
+    with _warn_lock:
+        if model in _warned_models:
+            return
+        _warned_models.add(model)
+    logger.warning(message)
+
+
+def _spacy_engine(model: str) -> Any | None:
+    """A presidio spaCy engine for an installed model, else None (warned once)."""
+    try:
+        import spacy.util
+
+        installed = spacy.util.is_package(model)
+    except Exception:  # noqa: BLE001 - spaCy missing or broken: no model
+        installed = False
+    if not installed:
+        _warn_once(
+            model,
+            f"spaCy model {model!r} is not installed; redaction runs with regex "
+            "recognizers only (no name/location detection)",
+        )
+        return None
+    try:
+        from presidio_analyzer.nlp_engine import NlpEngineProvider
+
+        provider = NlpEngineProvider(
+            nlp_configuration={
+                "nlp_engine_name": "spacy",
+                "models": [{"lang_code": LANGUAGE, "model_name": model}],
+            }
+        )
+        return provider.create_engine()
+    except Exception as exc:  # noqa: BLE001 - fall back to no_op rather than fail ingestion
+        _warn_once(model, f"spaCy model {model!r} could not be loaded ({exc}); using regex only")
+        return None
+
+
+# ---------------------------------------------------------------- the redactor
+
+class Redactor:
+    """Replace secrets and personal data in text with ``<TAG>`` placeholders.
+
+    Build once and reuse (:func:`get_redactor`): building the analyzer imports
+    presidio and compiles the rules; :meth:`redact` is cheap and thread-safe.
+
+    ``extra_entities`` maps an entity name to one regex or a list of them; each
+    match is replaced by ``<NAME>`` (e.g. ``{"EMPLOYEE_ID": r"\\bEMP-\\d{6}\\b"}``).
+    ``extra_recognizers`` are further presidio recognizers (tags ``<ENTITY>``).
+    """
+
+    def __init__(
+        self,
+        *,
+        spacy_model: str | None = None,
+        extra_entities: Mapping[str, str | Sequence[str]] | None = None,
+        extra_recognizers: Iterable["EntityRecognizer"] | None = None,
+    ) -> None:
+        from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
+        from presidio_analyzer.nlp_engine import NoOpNlpEngine
+
+        rule_recognizer = _recognizer_class()
+        self._tags = dict(TAGS)
+        self._priority = dict(_PRIORITY)
+        recognizers: list[EntityRecognizer] = [
+            rule_recognizer(entity, rules) for entity, rules in _RULES.items()
+        ]
+        for entity, patterns in (extra_entities or {}).items():
+            entity = entity.strip().upper()
+            if not regex.fullmatch(r"[A-Z][A-Z0-9_]*", entity):
+                raise ValueError(f"extra entity names are UPPER_SNAKE_CASE, not {entity!r}")
+            if isinstance(patterns, str):
+                patterns = [patterns]
+            rules = [_rule(f"extra_{entity.lower()}_{i}", p) for i, p in enumerate(patterns)]
+            recognizers.append(rule_recognizer(entity, rules))
+            self._tags.setdefault(entity, f"<{entity}>")
+            self._priority.setdefault(entity, _EXTRA_PRIORITY)
+        for recognizer in extra_recognizers or ():
+            recognizers.append(recognizer)
+            for entity in recognizer.get_supported_entities():
+                self._tags.setdefault(entity, f"<{entity}>")
+                self._priority.setdefault(entity, _EXTRA_PRIORITY)
+
+        if spacy_model is None:
+            spacy_model = _configured_spacy_model()
+        nlp_engine = _spacy_engine(spacy_model) if spacy_model else None
+        if nlp_engine is not None:
+            from presidio_analyzer.predefined_recognizers import SpacyRecognizer
+
+            recognizers.append(
+                SpacyRecognizer(supported_language=LANGUAGE, supported_entities=list(_SPACY_ENTITIES))
+            )
+            self.spacy_model: str | None = spacy_model
+        else:
+            nlp_engine = NoOpNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": "no_op"}])
+            nlp_engine.load()
+            self.spacy_model = None
+
+        registry = RecognizerRegistry(recognizers=recognizers, supported_languages=[LANGUAGE])
+        self.analyzer = AnalyzerEngine(
+            registry=registry, nlp_engine=nlp_engine, supported_languages=[LANGUAGE]
+        )
+        tag_names = sorted({t[1:-1] for t in self._tags.values()}, key=len, reverse=True)
+        self._tag_pattern = regex.compile("<(?:" + "|".join(map(regex.escape, tag_names)) + ")>")
+
+    # ---------------------------------------------------------------- public
+
+    def redact(self, text: str) -> str:
+        """``text`` with every detected span replaced by its tag."""
+        return self.redact_with_report(text)[0]
+
+    def redact_with_report(self, text: str) -> tuple[str, list[dict]]:
+        """The redacted text and one finding per replaced span:
+        ``{"entity", "start", "end", "tag"}`` with offsets into the input text.
+        Findings never carry the detected text."""
+        if not text:
+            return text, []
+        spans = self._spans(text)
+        pieces: list[str] = []
+        cursor = len(text)
+        for start, end, entity in reversed(spans):  # right to left
+            pieces.append(text[end:cursor])
+            pieces.append(self._tags[entity])
+            cursor = start
+        pieces.append(text[:cursor])
+        redacted = "".join(reversed(pieces))
+        findings = [
+            {"entity": entity, "start": start, "end": end, "tag": self._tags[entity]}
+            for start, end, entity in spans
+        ]
+        return redacted, findings
+
+    # -------------------------------------------------------------- internal
+
+    def _spans(self, text: str) -> list[tuple[int, int, str]]:
+        """Non-overlapping (start, end, entity) spans sorted by start."""
+        results = self.analyzer.analyze(text=text, language=LANGUAGE)
+        if not results:
+            return []
+        tags = [m.span() for m in self._tag_pattern.finditer(text)]
+        candidates = []
+        for r in results:
+            if r.entity_type not in self._tags:
+                continue
+            if any(r.start < t_end and t_start < r.end for t_start, t_end in tags):
+                continue  # never re-redact (part of) a tag
+            candidates.append((r.start, r.end, r.entity_type))
+        # Longest first, then the more specific kind, then the earlier start.
+        candidates.sort(key=lambda c: (c[0] - c[1], -self._priority.get(c[2], 0), c[0], c[2]))
+        # Chosen spans never overlap, so sorted by start they are sorted by end too.
+        starts: list[int] = []
+        ends: list[int] = []
+        kinds: list[str] = []
+
+        def choose(start: int, end: int, entity: str) -> None:
+            i = bisect.bisect_left(starts, start)
+            starts.insert(i, start)
+            ends.insert(i, end)
+            kinds.insert(i, entity)
+
+        for start, end, entity in candidates:
+            first = bisect.bisect_right(ends, start)  # first chosen span ending after start
+            last = bisect.bisect_left(starts, end)  # chosen spans from here start at/after end
+            if first >= last:
+                choose(start, end, entity)
+                continue
+            # A partial overlap keeps what sticks out, under its own tag: dropping
+            # it would leak e.g. a password glued to a private key block.
+            blocked = list(zip(starts[first:last], ends[first:last]))
+            cursor = start
+            for s, e in blocked + [(end, end)]:
+                if s > cursor:
+                    piece = _respect_escapes(text, cursor, s)
+                    if piece[0] < piece[1] and any(ch.isalnum() for ch in text[piece[0] : piece[1]]):
+                        choose(piece[0], piece[1], entity)
+                cursor = max(cursor, e)
+        return list(zip(starts, ends, kinds))
+
+
+_redactor: Redactor | None = None
+_redactor_lock = threading.Lock()
+
+
+def get_redactor() -> Redactor:
+    """The process-wide redactor (built on first use; building takes seconds)."""
+    global _redactor
+    if _redactor is None:
+        with _redactor_lock:
+            if _redactor is None:
+                _redactor = Redactor()
+    return _redactor
