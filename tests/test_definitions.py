@@ -28,3 +28,23 @@ def test_domain_library_never_imports_dagster():
     code = "import sys, ultron.sdk, ultron.cli, ultron.inbox, ultron.ingestion; print('dagster' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_maintenance_job_runs_the_one_sequence_the_sdk_runs():
+    """The schedule's job, the sensor's batch job and `Ultron().run_maintenance()` share one
+    definition of the steps and their order (ultron.maintenance.STEPS)."""
+    from jobs.maintenance import ingest_inbox, maintenance_job
+    from ultron.maintenance import PIPELINE_STEPS, STEPS
+
+    def order(job) -> list[str]:
+        deps = {n.name: {d.node.name for deps in job.graph.dependency_structure.input_to_upstream_outputs_for_node(
+            n.name).values() for d in deps} for n in job.graph.nodes}
+        out: list[str] = []
+        while len(out) < len(deps):
+            out += sorted(n for n, ups in deps.items() if n not in out and ups <= set(out))
+        return out
+
+    assert order(maintenance_job) == [s.name for s in STEPS]
+    assert order(ingest_inbox) == [s.name for s in PIPELINE_STEPS]
+    assert [s.key for s in STEPS] == ["refreshed", "segmented", "labeled", "extracted", "tiers", "clusters",
+                                      "skills", "consolidation", "raw_archive_purged"]

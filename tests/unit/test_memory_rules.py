@@ -13,6 +13,7 @@ from ultron.heuristics.extract import extract_from_text, extract_memories
 from ultron.heuristics.merge import is_same_memory, merge_bodies
 from ultron.heuristics.summarize import overview_l1, summarize_l0
 from ultron.llm.tokens import count_tokens
+from tests.messages import call, result, say, user
 from ultron.sessions.messages import Message
 from ultron.vocabulary import MEMORY_TYPES
 
@@ -21,24 +22,6 @@ KEYS = {"content", "context", "resolution", "tags", "kind", "tools_used", "confi
 
 
 # -- tiny message builders ------------------------------------------------------------------
-
-def user(text: str) -> Message:
-    return Message(role="user", content=text)
-
-
-def say(text: str) -> Message:
-    return Message(role="assistant", content=text)
-
-
-def call(name: str, args: dict | str | None = None, cid: str = "c1", text: str = "") -> Message:
-    raw = args if isinstance(args, str) else json.dumps(args or {})
-    return Message(role="assistant", content=text, tool_calls=[
-        {"id": cid, "type": "function", "function": {"name": name, "arguments": raw}}])
-
-
-def result(cid: str, content: str, name: str | None = None) -> Message:
-    return Message(role="tool", content=content, tool_call_id=cid, name=name)
-
 
 def check_shape(memories: list[dict]) -> None:
     for m in memories:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import time
 
+from tests.messages import call, say, user
+from tests.messages import result as tool_result
 from ultron.heuristics import episodes, quality_metrics
 from ultron.heuristics.extract import extract_memories
 from ultron.heuristics.quality import score_trajectory
@@ -12,22 +13,8 @@ from ultron.heuristics.reader import ARGS_CAP, TEXT_CAP, is_error_result, read_a
 from ultron.sessions.messages import Message
 
 
-def user(text: str) -> Message:
-    return Message(role="user", content=text)
-
-
-def say(text: str) -> Message:
-    return Message(role="assistant", content=text)
-
-
-def call(name: str, args: dict | str | None = None, cid: str = "c1", text: str = "") -> Message:
-    raw = args if isinstance(args, str) else json.dumps(args or {})
-    return Message(role="assistant", content=text, tool_calls=[
-        {"id": cid, "type": "function", "function": {"name": name, "arguments": raw}}])
-
-
 def result(text: str, cid: str = "c1", name: str | None = None) -> Message:
-    return Message(role="tool", content=text, tool_call_id=cid, name=name)
+    return tool_result(cid, text, name)
 
 
 # -- pairing ---------------------------------------------------------------------------------

@@ -387,8 +387,7 @@ def create_app(settings: Settings | None = None, *, client=None, token: str | No
         """Liveness and database reachability; needs no token and reveals nothing else."""
         ok = True
         try:
-            with app.state.client.db.engine.connect() as conn:
-                conn.execute(sa.text("SELECT 1"))
+            app.state.client.db.ping()
         except Exception as exc:  # noqa: BLE001 - health reports, it does not fail
             log.warning("health check: database unavailable: %s", exc)
             ok = False

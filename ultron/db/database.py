@@ -114,6 +114,11 @@ class Database:
                 cls._cache[urls.ultron] = db
             return db
 
+    def ping(self) -> None:
+        """One round trip; raises when the server does not answer."""
+        with self.engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+
     def dispose(self) -> None:
         with self._cache_lock:
             self._cache.pop(self.urls.ultron, None)

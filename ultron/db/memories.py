@@ -130,6 +130,12 @@ def set_ef_search(conn: sa.Connection, ef: int) -> None:
     conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(ef)}; SET LOCAL hnsw.iterative_scan = relaxed_order")
 
 
+def relax_durability(conn: sa.Connection) -> None:
+    """This transaction's commit does not wait for fsync: for soft state (hit counts) that a
+    crash may lose the last few of, so a search never waits on the disk."""
+    conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+
+
 def nearest_of_type(conn: sa.Connection, memory_type: str, embedding: np.ndarray, k: int = 3
                     ) -> list[tuple[MemoryRecord, float]]:
     rows = conn.execute(sa.text(

@@ -186,8 +186,7 @@ class MemoryService:
         k = max(limit * 4, 40)
         with self.db.engine.begin() as conn:
             store.set_ef_search(conn, max(self.settings.hnsw_ef_search, k))
-            # Hit counts are soft state: a crash may lose the last few, a search need not wait for fsync.
-            conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+            store.relax_durability(conn)  # hit counts are soft state
             candidates = store.hybrid_candidates(conn, q, query, k=k, tier=tier, tags=tags, agent_id=agent_id)
             ranked = rank_candidates(candidates, self.settings, limit)
             store.add_hits(conn, [c["id"] for c in ranked], 1)
