@@ -42,6 +42,11 @@ def _report_refresh(context: Context, client: Ultron, report) -> None:
                       "path": dg.MetadataValue.path(f.path)}))
         _check(context, "raw_sessions", "parsed_cleanly", f.partition_key, not f.problems,
                dg.AssetCheckSeverity.WARN, status=f.status, problem_count=len(f.problems))
+    from jobs.forget import prune_stale_partitions
+
+    pruned = prune_stale_partitions(context.instance, client)
+    if pruned:
+        context.log.info(f"{len(pruned)} partitions of forgotten sessions removed")
     for f in report.files:
         if f.status == "failed":
             context.log.error(f"{f.path}: failed: " + "; ".join(

@@ -132,8 +132,21 @@ class Ultron:
         return self.memory.get_memory_details(ids)
 
     def forget(self, memory_ids=None, segment_id: str | None = None, session_file: str | None = None,
-               agent_id: str | None = None) -> dict[str, int]:
-        return self.memory.forget(memory_ids, segment_id, session_file, agent_id)
+               agent_id: str | None = None, *, vacuum: bool = False) -> dict[str, Any]:
+        """Forget memories, a segment, a session file or an agent everywhere: memories
+        (rebuilt from what remains, or deleted), sessions, segments, raw uploads, clusters
+        (members, centroid, topic), skills (re-synthesised or retired; withdrawn versions'
+        rows and SKILL.md directories deleted), SFT exports (rewritten without the forgotten
+        examples) and session files under ULTRON_HOME. ``vacuum``: VACUUM FULL the changed
+        tables afterwards, so the deleted rows also leave PostgreSQL's data files.
+
+        Returns the report (see ``ultron.forget.forget``): today's counts (``sessions``,
+        ``memories_deleted``, ...) plus ``tables``, ``clusters``, ``skills``, ``files``,
+        ``sft``, ``partitions`` (Dagster partition keys to remove), ``kept_on_disk``."""
+        from ultron.forget import forget
+
+        return forget(self.context, memory_ids, segment_id, session_file, agent_id, vacuum=vacuum,
+                      memory=self.memory, skills=self.skills)
 
     # -- skills -------------------------------------------------------------------------------
 
@@ -210,6 +223,11 @@ class Ultron:
             "skills": self.skills.stats(),
             "llm_provider": trajectory["llm_provider"],
         }
+
+    def stored_partition_keys(self) -> set[str]:
+        """Partition keys of the sessions the store holds (forgotten ones are gone)."""
+        with self.db.engine.connect() as conn:
+            return store.stored_partition_keys(conn)
 
     def status(self) -> dict[str, Any]:
         with self.db.engine.connect() as conn:

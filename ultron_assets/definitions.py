@@ -6,6 +6,7 @@ import os
 
 import dagster as dg
 
+from jobs.forget import forget_job
 from jobs.ingest import ingest_inbox, ingest_sessions, pipeline_job
 from jobs.maintenance import maintenance_job
 from jobs.sft_export import sft_export_job
@@ -31,7 +32,7 @@ def _env(name: str) -> dg.EnvVar | None:
 
 defs = dg.Definitions(
     assets=[raw_sessions, task_segments, quality_metrics, memories, tiers, clusters, skills, sft_dataset],
-    jobs=[ingest_sessions, ingest_inbox, pipeline_job, maintenance_job, sft_export_job],
+    jobs=[ingest_sessions, ingest_inbox, pipeline_job, maintenance_job, sft_export_job, forget_job],
     sensors=[build_session_file_sensor(settings), build_automation_sensor()],
     schedules=[build_maintenance_schedule(settings)],
     resources={

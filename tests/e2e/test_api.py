@@ -423,6 +423,84 @@ def test_stats_count_what_the_store_holds(api):
     assert body["memories"]["by_tier"] == {"WARM": 1}
 
 
+# -- forget ---------------------------------------------------------------------------------------------
+
+FORGET_ROUTES = [("DELETE", "/sessions?session_file=/tmp/x.jsonl"), ("DELETE", "/agents/someone")]
+
+
+def test_forget_routes_need_the_token_and_are_documented(server):
+    for method, path in FORGET_ROUTES:
+        for headers in ({}, {"Authorization": "Bearer wrong-token"}):
+            r = httpx.request(method, server.url + path, headers=headers)
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer"), (path, r.text)
+    spec = httpx.get(server.url + "/openapi.json").json()
+    for templated in ("/sessions", "/agents/{agent_id}"):
+        op = spec["paths"][templated]["delete"]
+        assert op["security"] == [{"bearer": []}] and op["tags"] == ["forget"]
+        assert {"401", "404", "422"} <= set(op["responses"])
+    params = {p["name"]: p for p in spec["paths"]["/sessions"]["delete"]["parameters"]}
+    assert params["session_file"]["required"] and not params["agent_id"]["required"]
+
+
+def test_bad_forget_requests_get_a_located_422(api):
+    for path, field in [("/sessions", "session_file"), ("/sessions?session_file=relative.jsonl", "session_file"),
+                        ("/sessions?session_file=/x.jsonl&agent_id=../etc", "agent_id"),
+                        ("/sessions?session_file=/a%00b.jsonl", "session_file"), ("/agents/bad%20agent!", "agent_id"),
+                        ("/agents/" + "a" * 129, "agent_id")]:
+        r = api.delete(path)
+        assert r.status_code == 422 and field in r.json()["detail"], (path, r.status_code, r.text)
+
+
+def test_a_forgotten_agent_is_found_nowhere_through_the_api(api, client, roots):
+    from tests.e2e.test_forget_everywhere import SERVICES, failing_session, marker, pipeline, rows_containing
+
+    word, agent = marker(), "api-forget"
+    files = [("files", (f"{name}.jsonl", jsonl_bytes(failing_session(word, name, *rest)), "application/jsonl"))
+             for name, *rest in SERVICES[:3]]
+    uploaded = api.post("/ingest", data={"agent_id": agent}, files=files)
+    assert uploaded.status_code == 200, uploaded.text
+    paths = [f["path"] for f in uploaded.json()["files"]]
+    assert all(Path(p).is_file() and Path(p).parent == TEST_HOME / "uploads" / agent for p in paths)
+    kept = write_jsonl(roots / "api-kept" / "deploy.jsonl", failing_session("kubectl", "frontend", "web app", 80,
+                                                                           "--replicas 2"))
+    assert post(api, "/ingest", {"paths": [str(kept)], "agent_id": "api-kept"}).status_code == 200
+    text = post(api, "/ingest/text", {"text": f"I prefer to restart {word} with systemctl, never by hand.",
+                                      "agent_id": agent})
+    assert text.status_code == 200 and text.json()["total_memories"] >= 1
+    pipeline(client)  # segment, label, extract (in this process, on the same database)
+
+    def found(query: str, **filters) -> int:
+        return post(api, "/memories/search", {"query": query, "limit": 50, **filters}).json()["count"]
+
+    assert found(word) >= 3 and found(word, agent_id=agent) >= 3
+    assert found("frontend replicas kubectl", agent_id="api-kept") >= 1
+
+    one = api.delete("/sessions", params={"session_file": paths[0], "agent_id": agent})
+    assert one.status_code == 200, one.text
+    body = one.json()
+    assert body["sessions"] == 1 and body["segments"] == 1 and body["memories_deleted"] >= 1
+    assert body["partitions"] == [f"{agent}:{paths[0]}"] and body["files"]["session_file"] == 1
+    assert body["tables"]["trajectory_records"] == {"deleted": 1, "updated": 0}
+    assert not Path(paths[0]).exists() and Path(paths[1]).exists()  # the server's copy of that file went
+    again = api.delete("/sessions", params={"session_file": paths[0]})
+    assert again.status_code == 404 and paths[0] in again.json()["detail"]
+
+    gone = api.delete(f"/agents/{agent}")
+    assert gone.status_code == 200, gone.text
+    body = gone.json()
+    assert body["sessions"] == 2 and body["memories_deleted"] >= 3 and body["files"]["session_file"] == 2
+    assert sorted(body["partitions"]) == sorted(f"{agent}:{p}" for p in paths[1:])
+    assert not (TEST_HOME / "uploads" / agent).exists()
+    assert api.delete(f"/agents/{agent}").status_code == 404
+
+    # Found nowhere: not by search (with or without the agent filter), not in skills, not in any row.
+    assert found(word) == 0 and found(word, agent_id=agent) == 0 and found("systemctl restart") == 0
+    assert all(word not in json.dumps(hit) for hit in post(api, "/skills/search", {"query": word}).json()["results"])
+    assert rows_containing(client.db, word) == {} and rows_containing(client.db, agent) == {}
+    assert found("frontend replicas kubectl", agent_id="api-kept") >= 1  # the other agent stays
+    assert api.get("/stats").json()["sessions"]["total"] == 1
+
+
 # -- starting and stopping -----------------------------------------------------------------------------
 
 

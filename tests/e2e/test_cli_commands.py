@@ -148,6 +148,29 @@ def test_forget_a_session_file_by_its_path(client, capsys, tmp_path, monkeypatch
     assert cli(capsys, "forget", "--agent-id", "forget-agent", "--yes")[0] == 1  # nothing left
 
 
+def test_forget_prints_every_table_and_file_and_the_vacuum_note(client, capsys, tmp_path):
+    path = write_jsonl(tmp_path / "v.jsonl", [{"role": "user", "content": "hello there"},
+                                              {"role": "assistant", "content": "hi, how can I help?"}])
+    client.ingest([path], "vacuum-agent")
+    client.segment_pending_sessions()
+    code, out, err = cli(capsys, "forget", "--session-file", str(path), "--yes")
+    assert code == 0, err
+    assert f"forgot everything ingested from {path}" in out and "sessions              1" in out
+    assert "tables:" in out and "trajectory_records" in out and "session_messages" in out
+    assert f"dagster partitions to remove: vacuum-agent:{path}" in out
+    assert "note: PostgreSQL keeps deleted rows in its data files until VACUUM" in out
+    assert "still on disk, outside ULTRON_HOME (not deleted" in err and str(path) in err  # the user's file stays
+
+    client.ingest([path], "vacuum-agent")
+    code, out, err = cli(capsys, "forget", "--agent-id", "vacuum-agent", "--yes", "--vacuum", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["sessions"] == 1 and report["partitions"] == [f"vacuum-agent:{path}"]
+    assert report["tables"]["session_messages"] == {"deleted": 2, "updated": 0}
+    assert set(report["vacuumed"]) >= {"trajectory_records", "session_messages", "raw_user_uploads"}
+    assert report["kept_on_disk"] == [str(path)]
+
+
 @pytest.fixture
 def skill(client):
     """One crystallised skill: five memories in one cluster, then a skill-evolution run."""

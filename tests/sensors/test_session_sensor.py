@@ -124,3 +124,17 @@ def test_maintenance_job_reingests_what_the_sensor_missed(client, settings, dags
                 if e.event_type_value == "ASSET_MATERIALIZATION"] == ["tiers", "clusters", "skills"]
     finally:
         os.unlink(f)
+
+
+def test_partitions_of_sessions_forgotten_outside_dagster_are_pruned(client, settings, dagster_instance, tmp_path):
+    """`ultron forget` and the HTTP API cannot reach Dagster: the maintenance job removes a
+    partition whose session is gone from the store and whose file is gone from disk, and
+    keeps one whose file is only waiting to be ingested."""
+    from jobs.forget import prune_stale_partitions
+
+    waiting = write_jsonl(tmp_path / "waiting.jsonl", [ROW])
+    gone_key, waiting_key = f"old-agent:{tmp_path / 'forgotten.jsonl'}", f"new-agent:{waiting}"
+    dagster_instance.add_dynamic_partitions("session_files", [gone_key, waiting_key])
+    assert gone_key in prune_stale_partitions(dagster_instance, client)
+    left = dagster_instance.get_dynamic_partitions("session_files")
+    assert waiting_key in left and gone_key not in left

@@ -29,13 +29,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ultron.api import ingest_paths
 from ultron.api.auth import api_token, require_token
 from ultron.api.models import (
-    DetailsResponse, ErrorBody, ForgetResponse, Health, IngestPathsRequest, IngestResponse, IngestTextRequest,
-    IngestTextResponse, MemoryDetailsRequest, MemorySearchRequest, MemoryUploadRequest, SearchResponse, Skill,
-    SkillSearchRequest, SkillSearchResponse, Stats, StoredMemory, ValidationErrorBody, _storable,
+    MAX_PATH_CHARS, DetailsResponse, ErrorBody, ForgetResponse, Health, IngestPathsRequest, IngestResponse,
+    IngestTextRequest, IngestTextResponse, MemoryDetailsRequest, MemorySearchRequest, MemoryUploadRequest,
+    SearchResponse, Skill, SkillSearchRequest, SkillSearchResponse, Stats, StoredMemory, ValidationErrorBody, _storable,
 )
 from ultron.db.database import DatabaseError
 from ultron.llm.errors import LLMError
 from ultron.context import EmbeddingProfileMismatch
+from ultron.sessions.discovery import validate_agent_id
 from ultron.settings import Settings
 
 log = logging.getLogger("ultron.api")
@@ -164,6 +165,10 @@ def _storable_or_none(value: str | None) -> str | None:
     return None if value is None else _storable(value)
 
 
+def _agent_or_none(value: str | None) -> str | None:
+    return None if value is None else validate_agent_id(value)
+
+
 def get_client(request: Request):
     return request.app.state.client
 
@@ -173,6 +178,20 @@ MemoryId = Annotated[str, Path(min_length=1, max_length=128), AfterValidator(_st
 Slug = Annotated[str, Path(min_length=1, max_length=200), AfterValidator(_storable)]
 SkillVersion = Annotated[str | None, Query(max_length=32, description="a published version, e.g. 1.0.0"),
                          AfterValidator(_storable_or_none)]
+SessionFile = Annotated[str, Query(min_length=1, max_length=MAX_PATH_CHARS, pattern="^/",
+                                    description="the session file's absolute path, as ingested (the ingest "
+                                                "report's path)"),
+                        AfterValidator(_storable)]
+QueryAgentId = Annotated[str | None, Query(max_length=128, description="only this agent's copy of the file"),
+                         AfterValidator(_storable_or_none), AfterValidator(_agent_or_none)]
+PathAgentId = Annotated[str, Path(min_length=1, max_length=128), AfterValidator(_storable),
+                        AfterValidator(validate_agent_id)]
+
+
+def _forgot_anything(report: dict[str, Any]) -> bool:
+    from ultron.forget import anything_forgotten
+
+    return anything_forgotten(report)
 
 COMMON = {400: {"model": ErrorBody, "description": "a body that is not UTF-8 JSON, or a request the domain "
                                                  "refuses (the message says why)"},
@@ -259,6 +278,31 @@ def build_routes(router: APIRouter, settings: Settings) -> None:
         if not counts.get("memories_deleted"):
             raise HTTPException(404, f"no memory with id {memory_id!r}")
         return counts
+
+    @router.delete("/sessions", tags=["forget"], response_model=ForgetResponse,
+                   responses={**COMMON, 404: {"model": ErrorBody, "description": "nothing of that session file"}})
+    def forget_session(client: Client, session_file: SessionFile,
+                       agent_id: QueryAgentId = None) -> Any:
+        """Forget a session file everywhere: its session rows, messages, segments, raw upload and
+        memories (merged memories rebuilt from their other sources), the clusters, skills and
+        SFT exports built from them, and the uploaded copy under ULTRON_HOME. ``agent_id``
+        limits it to that agent's copy of the file. Returns the report; ``partitions`` lists the
+        Dagster partitions to remove."""
+        report = client.forget(session_file=session_file, agent_id=agent_id)
+        if not _forgot_anything(report):
+            raise HTTPException(404, f"nothing was ingested from {session_file!r}"
+                                     + (f" for agent {agent_id!r}" if agent_id else ""))
+        return report
+
+    @router.delete("/agents/{agent_id}", tags=["forget"], response_model=ForgetResponse,
+                   responses={**COMMON, 404: {"model": ErrorBody, "description": "nothing of that agent"}})
+    def forget_agent(agent_id: PathAgentId, client: Client) -> Any:
+        """Forget an agent everywhere: every session, segment, raw upload and memory of it, and
+        the clusters, skills and SFT exports built from them. Returns the report."""
+        report = client.forget(agent_id=agent_id)
+        if not _forgot_anything(report):
+            raise HTTPException(404, f"nothing is stored for agent {agent_id!r}")
+        return report
 
     @router.post("/skills/search", tags=["skills"], response_model=SkillSearchResponse, responses=COMMON)
     def search_skills(body: SkillSearchRequest, client: Client) -> Any:
@@ -372,6 +416,7 @@ def create_app(settings: Settings | None = None, *, client=None, token: str | No
             {"name": "ingest", "description": "session files and plain text in"},
             {"name": "memories", "description": "upload, search, details, forget"},
             {"name": "skills", "description": "skills crystallised from memory clusters"},
+            {"name": "forget", "description": "forget a session file or an agent everywhere"},
             {"name": "status", "description": "health and counts"},
         ],
     )

@@ -168,10 +168,29 @@ class DetailsResponse(Response):
     missing: list[str] = Field(description="requested ids that are not in the store")
 
 
+class TableCounts(Response):
+    deleted: int
+    updated: int
+
+
 class ForgetResponse(Response):
+    """What forget removed, everywhere (``Ultron.forget``'s report)."""
+
     memories_deleted: int
     memories_rebuilt: int = 0
     contributions: int = 0
+    segments: int = 0
+    sessions: int = 0
+    raw_uploads: int = 0
+    tables: dict[str, TableCounts] = Field({}, description="rows deleted / rewritten, per table")
+    clusters: dict[str, int] = Field({}, description="updated (members, centroid, topic), dissolved, "
+                                                     "topics_cleared")
+    skills: dict[str, int] = Field({}, description="resynthesized, retired, versions_deleted")
+    files: dict[str, int] = Field({}, description="files deleted or rewritten under ULTRON_HOME: skill_md, "
+                                                  "meta_json, sft_export, session_file")
+    sft: dict[str, int] = Field({}, description="exports_rewritten, exports_deleted, examples_removed")
+    partitions: list[str] = Field([], description="Dagster partition keys of the forgotten sessions")
+    kept_on_disk: list[str] = Field([], description="forgotten session files outside ULTRON_HOME, left alone")
 
 
 class FileProblem(Response):

@@ -263,6 +263,8 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _forget(settings: Settings, args: argparse.Namespace) -> int:
+    from ultron.forget import LEGACY_KEYS, VACUUM_NOTE, anything_forgotten
+
     u = _client(settings)
     kwargs: dict[str, Any] = {}
     if args.memory:
@@ -282,17 +284,39 @@ def _forget(settings: Settings, args: argparse.Namespace) -> int:
         kwargs["agent_id"] = args.agent_id
         target = f"everything of agent {args.agent_id!r}"
     confirm(f"Forget {target}?", args)
-    counts = u.forget(**kwargs)
+    report = u.forget(**kwargs, vacuum=args.vacuum)
+    found = anything_forgotten(report)
     if args.json:
-        print_json(counts)
-    elif any(counts.values()):
-        print(f"forgot {target}")
-        print(fmt.counts_table({fmt.label(k): v for k, v in counts.items()}, key_header="deleted"))
-    if not any(counts.values()):
+        print_json(report)
+    elif found:
+        _print_forget_report(target, report, {k: report[k] for k in LEGACY_KEYS}, VACUUM_NOTE)
+    if not found:
         if not args.json:
             print("nothing matched; nothing was deleted", file=sys.stderr)
         return 1
     return 0
+
+
+def _print_forget_report(target: str, report: dict[str, Any], counts: dict[str, int], note: str) -> None:
+    print(f"forgot {target}")
+    print(fmt.counts_table({fmt.label(k): v for k, v in counts.items()}, key_header="deleted"))
+    changed = {t: n for t, n in report["tables"].items() if n["deleted"] or n["updated"]}
+    if changed:
+        print("tables:")
+        print(fmt.table(["table", "deleted", "updated"], [(t, n["deleted"], n["updated"]) for t, n in changed.items()],
+                        align="lrr", indent="  "))
+    for section in ("clusters", "skills", "files", "sft"):
+        if any(report[section].values()):
+            print(f"{section}: " + ", ".join(f"{fmt.label(k)} {v}" for k, v in report[section].items() if v))
+    if report["partitions"]:
+        print(f"dagster partitions to remove: {', '.join(report['partitions'])}")
+    for path in report["kept_on_disk"]:
+        print(f"still on disk, outside ULTRON_HOME (not deleted; in an inbox, the next refresh ingests it again: "
+              f"move or delete it): {path}", file=sys.stderr)
+    if report["vacuumed"]:
+        print(f"vacuumed (FULL): {', '.join(report['vacuumed'])}")
+    else:
+        print(f"note: {note}")
 
 
 def _reembed(settings: Settings, args: argparse.Namespace) -> int:

@@ -142,15 +142,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     fo = sub.add_parser("forget", help="delete memories and what they came from",
                         description="Delete memories, or everything derived from a segment, a session file or an "
-                                    "agent. A merged memory that also holds other sources is rebuilt from those.")
+                                    "agent, everywhere: a merged memory that also holds other sources is rebuilt "
+                                    "from those; clusters are recomputed and relabelled; skills built from the "
+                                    "forgotten memories are re-synthesised from what remains or retired (their old "
+                                    "versions and SKILL.md directories deleted); SFT exports are rewritten without "
+                                    "the forgotten examples; session files under ULTRON_HOME are deleted. "
+                                    "PostgreSQL keeps deleted rows in its data files until VACUUM (--vacuum).")
     what = fo.add_mutually_exclusive_group(required=True)
     what.add_argument("--memory", nargs="+", metavar="ID", help="these memories (ids or unique prefixes)")
     what.add_argument("--segment", metavar="ID", help="the memories of this task segment, and the segment")
     what.add_argument("--session-file", metavar="PATH",
                       help="everything ingested from this session file (its rows, segments and memories)")
     what.add_argument("--agent-id", metavar="A", help="everything of this agent")
+    fo.add_argument("--vacuum", action="store_true",
+                    help="then VACUUM FULL the changed tables, so the deleted rows also leave PostgreSQL's data "
+                         "files (rewrites each table; it is locked meanwhile)")
     _yes_flag(fo)
-    _json_flag(fo, "the deleted counts")
+    _json_flag(fo, "the report")
 
     sv = sub.add_parser("serve", help="run the HTTP API",
                         description="Run the HTTP API (FastAPI; OpenAPI docs at /docs). Every route but /health "

@@ -210,7 +210,8 @@ class ClusterService:
                 need_rules.append(c)
                 continue
             try:
-                c.topic = topics.clean_label(self.ctx.provider.label_cluster(sample))
+                # a model may echo text it was shown: its label is redacted like any stored text
+                c.topic = topics.clean_label(self.ctx.redactor.redact(self.ctx.provider.label_cluster(sample)))
                 report.topics_llm += 1
             except LLMError as exc:
                 report.llm_failures += 1

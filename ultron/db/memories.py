@@ -169,12 +169,18 @@ def insert_record(conn: sa.Connection, rec: MemoryRecord, embedding: np.ndarray)
 
 def add_contribution(conn: sa.Connection, memory_id: str, content: str, context: str, resolution: str,
                      similarity: float | None, agent_id: str | None, segment_id: str | None,
-                     session_file: str | None) -> None:
+                     session_file: str | None, *, tags: Sequence[str] | None = None,
+                     tools_used: Sequence[str] | None = None, start_line: int | None = None,
+                     end_line: int | None = None) -> None:
+    """One source's part of a memory, with its own provenance, tags and tools (so forget can
+    rebuild the memory from the parts that remain)."""
     conn.execute(sa.text(
         "INSERT INTO memory_contributions (memory_id, content, context, resolution, similarity, agent_id, "
-        "segment_id, session_file) VALUES (:m, :c, :x, :r, :s, :a, :seg, :f)"),
+        "segment_id, session_file, tags, tools_used, start_line, end_line) "
+        "VALUES (:m, :c, :x, :r, :s, :a, :seg, :f, :tags, :tools, :sl, :el)"),
         {"m": memory_id, "c": content, "x": context, "r": resolution, "s": similarity, "a": agent_id,
-         "seg": segment_id, "f": session_file})
+         "seg": segment_id, "f": session_file, "tags": None if tags is None else list(tags),
+         "tools": None if tools_used is None else list(tools_used), "sl": start_line, "el": end_line})
 
 
 def update_after_merge(conn: sa.Connection, memory_id: str, *, tags: list[str], body: dict[str, str] | None,
@@ -391,6 +397,49 @@ def contributions_of(conn: sa.Connection, memory_id: str) -> list[dict[str, str]
         "SELECT content, context, resolution FROM memory_contributions WHERE memory_id = :m ORDER BY id"),
         {"m": memory_id})
     return [dict(r._mapping) for r in rows]
+
+
+#: What forget reads of a contribution: its body and its provenance.
+CONTRIBUTION_COLS = ("memory_id, content, context, resolution, agent_id, segment_id, session_file, start_line, "
+                     "end_line, tags, tools_used")
+
+
+def take_contributions(conn: sa.Connection, *, segment_ids: Sequence[str], session_file: str | None,
+                       agent_id: str | None) -> list[dict[str, Any]]:
+    """Delete the contributions that came from these segments / this file / this agent and
+    return them (body and provenance), so the caller knows what went from which memory."""
+    cond, params = _source_condition(segment_ids, session_file, agent_id)
+    if not cond:
+        return []
+    rows = conn.execute(sa.text(f"DELETE FROM memory_contributions WHERE {cond} RETURNING {CONTRIBUTION_COLS}"),
+                        params)
+    return [dict(r._mapping) for r in rows]
+
+
+def contribution_rows(conn: sa.Connection, memory_id: str) -> list[dict[str, Any]]:
+    """A memory's contributions, oldest first, with their provenance (tags/tools/lines are
+    None for rows written before revision 0004)."""
+    rows = conn.execute(sa.text(
+        f"SELECT {CONTRIBUTION_COLS} FROM memory_contributions WHERE memory_id = :m ORDER BY id"), {"m": memory_id})
+    return [dict(r._mapping) for r in rows]
+
+
+def count_contributions(conn: sa.Connection, memory_ids: Sequence[str]) -> int:
+    if not memory_ids:
+        return 0
+    return conn.execute(sa.text("SELECT count(*) FROM memory_contributions WHERE memory_id = ANY(:ids)"),
+                        {"ids": list(memory_ids)}).scalar_one()
+
+
+def set_provenance(conn: sa.Connection, memory_id: str, *, agent_id: str | None, segment_id: str | None,
+                   session_file: str | None, start_line: int | None, end_line: int | None, tags: Sequence[str],
+                   tools_used: Sequence[str]) -> None:
+    """Where a rebuilt memory now comes from, and the tags and tools its sources brought."""
+    conn.execute(sa.text(
+        "UPDATE memory_records SET agent_id = :a, segment_id = :seg, session_file = :f, start_line = :sl, "
+        "end_line = :el, tags = :tags, tools_used = :tools, updated_at = now() WHERE id = :id"),
+        {"a": agent_id, "seg": segment_id, "f": session_file, "sl": start_line, "el": end_line,
+         "tags": list(tags), "tools": list(tools_used), "id": memory_id})
 
 
 def replace_body(conn: sa.Connection, memory_id: str, body: dict[str, str], summaries: tuple[str, str],

@@ -218,3 +218,9 @@ def pending_counts(conn: sa.Connection) -> dict[str, int]:
         )
     ).one()
     return dict(row._mapping)
+
+
+def stored_partition_keys(conn: sa.Connection) -> set[str]:
+    """The partition keys of every session row: what the Dagster partitions should mirror."""
+    return set(conn.execute(sa.text(
+        "SELECT partition_key FROM trajectory_records WHERE partition_key IS NOT NULL")).scalars())

@@ -19,6 +19,7 @@ import numpy as np
 
 from ultron.context import EmbeddingProfileMismatch, ServiceContext
 from ultron.db import clusters as cluster_store
+from ultron.db import forget as forget_store
 from ultron.db import memories as store
 from ultron.db.memories import MemoryRecord
 from ultron.llm.errors import LLMError
@@ -30,7 +31,7 @@ log = logging.getLogger("ultron.memory")
 RRF_K = 60
 TIER_BOOST = {"HOT": 1.2, "WARM": 1.0, "COLD": 0.8}
 
-__all__ = ["EmbeddingProfileMismatch", "MemoryService", "Provenance", "SearchResult", "UploadResult",
+__all__ = ["EmbeddingProfileMismatch", "ForgetResult", "MemoryService", "Provenance", "SearchResult", "UploadResult",
            "embedding_text", "rank_candidates"]
 
 
@@ -106,7 +107,7 @@ class MemoryService:
         for candidate, sim in store.nearest_of_type(conn, memory_type, embedding, k=3):
             if sim >= self.settings.dedup_similarity_threshold or (
                     sim >= self.settings.dedup_soft_threshold and self._same(candidate, body)):
-                return self._merge(conn, candidate, sim, body, tags, prov)
+                return self._merge(conn, candidate, sim, body, tags, prov, tools_used)
         l0, l1 = self._summaries(body)
         record = MemoryRecord(
             id="", memory_type=memory_type, tags=tags, summary_l0=l0, overview_l1=l1, kind=kind,
@@ -119,7 +120,8 @@ class MemoryService:
                                         int(self.settings.embedding_dim))
         # The first body is a contribution too: forget() can rebuild a memory from what remains.
         store.add_contribution(conn, record.id, body["content"], body["context"], body["resolution"], None,
-                               prov.agent_id, prov.segment_id, prov.session_file)
+                               prov.agent_id, prov.segment_id, prov.session_file, tags=tags,
+                               tools_used=record.tools_used, start_line=prov.start_line, end_line=prov.end_line)
         return UploadResult(record, "inserted")
 
     def prepare(self, candidate: dict[str, Any]) -> tuple[str, dict[str, str], list[str], np.ndarray]:
@@ -137,9 +139,11 @@ class MemoryService:
         return memory_type, body, tags, self._embed(body)
 
     def _merge(self, conn, candidate: MemoryRecord, sim: float, body: dict[str, str], tags: list[str],
-               prov: Provenance) -> UploadResult:
+               prov: Provenance, tools_used: Sequence[str] | None = None) -> UploadResult:
         store.add_contribution(conn, candidate.id, body["content"], body["context"], body["resolution"], sim,
-                               prov.agent_id, prov.segment_id, prov.session_file)
+                               prov.agent_id, prov.segment_id, prov.session_file, tags=tags,
+                               tools_used=list(tools_used or []), start_line=prov.start_line,
+                               end_line=prov.end_line)
         merged_tags = sorted(set(candidate.tags) | set(tags))
         existing = candidate.body()
         new_body, pending = None, False
@@ -263,40 +267,81 @@ class MemoryService:
 
     def forget(self, memory_ids: Sequence[str] | None = None, segment_id: str | None = None,
                session_file: str | None = None, agent_id: str | None = None) -> dict[str, int]:
-        """Delete everything derived from the given memories / segment / session file / agent.
+        """The memory stage's part of forgetting, in one transaction (see :meth:`forget_in`).
+
+        Clusters, skills and SFT files built from the forgotten data are not touched here:
+        ``Ultron.forget`` (``ultron.forget``) does all of it."""
+        with self.db.engine.begin() as conn:
+            return self.forget_in(conn, memory_ids, segment_id, session_file, agent_id).counts
+
+    def forget_in(self, conn, memory_ids: Sequence[str] | None = None, segment_id: str | None = None,
+                  session_file: str | None = None, agent_id: str | None = None) -> "ForgetResult":
+        """Delete everything derived from the given memories / segment / session file / agent,
+        on the caller's connection (its transaction).
 
         Memories that only came from the forgotten source are deleted; a memory that also
         holds other sources' contributions is rebuilt from those (merged again,
-        re-embedded), so none of the forgotten text survives in a merged body. For a
-        session file or an agent, the session rows, parsed messages, segments and raw
-        uploads go too.
+        re-embedded, re-summarised) and keeps only their provenance, tags and tools, so
+        none of the forgotten text or identifiers survives in it. For a session file or an
+        agent, the session rows, parsed messages, segments and raw uploads go too.
         """
         if not any((memory_ids, segment_id, session_file, agent_id)):
             raise ValueError("say what to forget: memory_ids, segment_id, session_file or agent_id")
-        counts: dict[str, int] = {}
-        with self.db.engine.begin() as conn:
-            segment_ids = store.segment_ids_for(conn, segment_id=segment_id, session_file=session_file,
-                                                agent_id=agent_id)
-            doomed, touched = store.memories_from(conn, memory_ids=memory_ids, segment_ids=segment_ids,
-                                                  session_file=session_file, agent_id=agent_id)
-            counts["contributions"] = store.delete_contributions(conn, segment_ids=segment_ids,
-                                                                 session_file=session_file, agent_id=agent_id)
-            rebuilt = 0
-            for memory_id in touched - doomed:
-                remaining = store.contributions_of(conn, memory_id)
-                if not remaining:
-                    doomed.add(memory_id)
-                    continue
-                body = remaining[0]
-                for extra in remaining[1:]:
-                    body = self.ctx.fallback.merge_memories(body, extra)
-                store.replace_body(conn, memory_id, body, self._summaries(body), self._embed(body))
-                rebuilt += 1
-            counts["memories_deleted"] = store.delete_records(conn, sorted(doomed))
-            counts["memories_rebuilt"] = rebuilt
-            counts.update(store.delete_sessions(conn, segment_ids=segment_ids, segment_id=segment_id,
-                                                session_file=session_file, agent_id=agent_id))
-        return counts
+        out = ForgetResult()
+        counts = out.counts
+        segment_ids = store.segment_ids_for(conn, segment_id=segment_id, session_file=session_file,
+                                            agent_id=agent_id)
+        out.segment_ids = list(segment_ids)
+        doomed, touched = store.memories_from(conn, memory_ids=memory_ids, segment_ids=segment_ids,
+                                              session_file=session_file, agent_id=agent_id)
+        before = {r.id: r for r in store.get_records(conn, sorted(doomed | touched))}
+        out.clusters = forget_store.memory_clusters(conn, sorted(before))
+        taken = store.take_contributions(conn, segment_ids=segment_ids, session_file=session_file,
+                                         agent_id=agent_id)
+        counts["contributions"] = len(taken)
+        gone: dict[str, list[dict[str, Any]]] = {}
+        for c in taken:
+            gone.setdefault(c["memory_id"], []).append(c)
+            out.forgotten_text += [c["content"], c["context"], c["resolution"], " ".join(c["tags"] or [])]
+        rebuilt: list[str] = []
+        for memory_id in sorted(touched - doomed):
+            remaining = store.contribution_rows(conn, memory_id)
+            if not remaining or memory_id not in before:
+                doomed.add(memory_id)
+                continue
+            body = _body(remaining[0])
+            for extra in remaining[1:]:
+                body = self.ctx.fallback.merge_memories(body, _body(extra))
+            store.replace_body(conn, memory_id, body, self._summaries(body), self._embed(body))
+            store.set_provenance(conn, memory_id, **_remaining_provenance(before[memory_id], remaining,
+                                                                           gone.get(memory_id, [])))
+            rebuilt.append(memory_id)
+        for memory_id in sorted(doomed | set(rebuilt)):
+            rec = before.get(memory_id)
+            if rec is not None:  # what these memories said before: labels may have been built from it
+                out.forgotten_text += [rec.content, rec.context, rec.resolution, " ".join(rec.tags)]
+        cascaded = store.count_contributions(conn, sorted(doomed))
+        counts["memories_deleted"] = store.delete_records(conn, sorted(doomed))
+        counts["memories_rebuilt"] = len(rebuilt)
+        out.deleted_memories = sorted(i for i in doomed if i in before)
+        out.rebuilt_memories = rebuilt
+        out.sessions = forget_store.sessions_matching(conn, session_file=session_file, agent_id=agent_id)
+        out.archived_paths = forget_store.archived_paths(conn, session_file=session_file, agent_id=agent_id)
+        out.forgotten_text += forget_store.segment_topics(
+            conn, segment_ids=[segment_id] if segment_id and not (session_file or agent_id) else [],
+            session_file=session_file, agent_id=agent_id)
+        counts.update(store.delete_sessions(conn, segment_ids=segment_ids, segment_id=segment_id,
+                                            session_file=session_file, agent_id=agent_id))
+        out.tables.update({
+            "trajectory_records": {"deleted": counts["sessions"], "updated": 0},
+            "session_messages": {"deleted": sum(x["messages"] for x in out.sessions), "updated": 0},
+            "parse_problems": {"deleted": sum(x["problems"] for x in out.sessions), "updated": 0},
+            "raw_user_uploads": {"deleted": counts["raw_uploads"], "updated": 0},
+            "task_segments": {"deleted": counts["segments"], "updated": 0},
+            "memory_records": {"deleted": counts["memories_deleted"], "updated": len(rebuilt)},
+            "memory_contributions": {"deleted": len(taken) + cascaded, "updated": 0},
+        })
+        return out
 
     def records_for_partition(self, partition_key: str) -> list[MemoryRecord]:
         with self.db.engine.connect() as conn:
@@ -305,6 +350,63 @@ class MemoryService:
     def stats(self) -> dict[str, Any]:
         with self.db.engine.connect() as conn:
             return store.memory_counts(conn)
+
+
+@dataclass
+class ForgetResult:
+    """What the memory stage forgot, for the steps after it (clusters, skills, files)."""
+
+    #: today's counts: contributions, memories_deleted, memories_rebuilt, segments, sessions, raw_uploads
+    counts: dict[str, int] = field(default_factory=dict)
+    #: rows per table: {"deleted": n, "updated": n}
+    tables: dict[str, dict[str, int]] = field(default_factory=dict)
+    segment_ids: list[str] = field(default_factory=list)
+    deleted_memories: list[str] = field(default_factory=list)
+    rebuilt_memories: list[str] = field(default_factory=list)
+    #: clusters that held a deleted or rebuilt memory
+    clusters: set[str] = field(default_factory=set)
+    #: the texts that are gone (bodies, tags, segment topics): labels built from them go too
+    forgotten_text: list[str] = field(default_factory=list)
+    #: deleted session rows: agent_id, session_file, partition_key, messages, problems
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    #: source paths of the deleted raw archive rows
+    archived_paths: list[str] = field(default_factory=list)
+
+
+def _body(row: dict[str, Any]) -> dict[str, str]:
+    return {"content": row["content"], "context": row["context"], "resolution": row["resolution"]}
+
+
+def _remaining_provenance(record: MemoryRecord, remaining: list[dict[str, Any]], gone: list[dict[str, Any]]
+                          ) -> dict[str, Any]:
+    """Provenance, tags and tools of a rebuilt memory: those of the contributions that remain.
+
+    The oldest remaining contribution gives the provenance. Tags and tools are the union of
+    the remaining contributions'; when one of them predates revision 0004 (its own tags are
+    unknown), the memory's tags are kept minus the ``agent:`` / ``segment:`` tags of the
+    forgotten sources that no remaining contribution shares."""
+    first = remaining[0]
+    lines = (first["start_line"], first["end_line"])
+    same_source = ((first["agent_id"], first["segment_id"], first["session_file"])
+                   == (record.agent_id, record.segment_id, record.session_file))
+    if lines == (None, None) and same_source:
+        lines = (record.start_line, record.end_line)
+    known_tags = {t for c in remaining for t in (c["tags"] or [])}
+    if all(c["tags"] is not None for c in remaining):
+        tags = known_tags
+    else:
+        agents = {c["agent_id"] for c in remaining}
+        segments = {c["segment_id"][:8] for c in remaining if c["segment_id"]}
+        drop = {f"agent:{c['agent_id']}" for c in gone if c["agent_id"] and c["agent_id"] not in agents}
+        drop |= {f"segment:{c['segment_id'][:8]}" for c in gone
+                 if c["segment_id"] and c["segment_id"][:8] not in segments}
+        tags = (set(record.tags) - drop) | known_tags
+    if all(c["tools_used"] is not None for c in remaining):
+        tools = list(dict.fromkeys(t for c in remaining for t in c["tools_used"]))
+    else:
+        tools = list(record.tools_used)
+    return {"agent_id": first["agent_id"], "segment_id": first["segment_id"], "session_file": first["session_file"],
+            "start_line": lines[0], "end_line": lines[1], "tags": sorted(tags), "tools_used": tools}
 
 
 def embedding_text(body: dict[str, str]) -> str:

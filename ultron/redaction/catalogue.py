@@ -1,16 +1,31 @@
-r"""What may be a secret: the recognisers' regexes, the tag each kind becomes, and
-which kind wins a tie.
+r"""What may be a secret: the tag each kind becomes, which kind wins a tie, and the
+one table the engine runs, assembled from the layers.
 
-Kept as data so adding or tuning a kind is one entry in :data:`_RULES` (pattern,
-replaced group, check) and nothing else; the checks that confirm a match live in
-:mod:`ultron.redaction.checks`, the code that runs the table in
-:mod:`ultron.redaction.engine`.
+This module is the recogniser catalogue, a data table: the personal-data rules
+are written here, the secret rules come from the layers, each in its module:
+
+1. :mod:`~ultron.redaction.formats`: token formats that identify themselves
+   (provider prefixes, JWTs, private key blocks);
+2. :mod:`~ultron.redaction.assignments`: values assigned to a credential name, in
+   every syntax (``.env``, JSON, YAML, XML, CLI flags, headers, ...), URL
+   passwords and ``Authorization`` headers;
+3. :mod:`~ultron.redaction.entropy`: bare high-entropy tokens near a credential
+   word;
+4. personal data (below): cards, e-mail, IPs, UUIDs, phones, IBANs, national ids
+   (US SSN, UK NINO, Chinese resident id), user paths.
+
+Adding or tuning a kind is one entry in one table (pattern, replaced group, check,
+triggers) and, for a new kind, one tag and one priority here.
 
 Decisions (the tests pin each of them):
 
-* In unquoted values ``&`` only ends the value before another ``name=`` (query
-  strings); ``,`` ``;`` and whitespace always end it. A single trailing ``.``
-  before whitespace is sentence punctuation and stays outside the value.
+* Tags are stable and say what leaked: provider families get their own
+  (``<GITLAB_TOKEN>``, ``<STRIPE_KEY>``, ``<JWT>``...), the long tail of SaaS
+  formats is ``<API_KEY>``, and a secret known only by its name or its entropy is
+  ``<REDACTED_CREDENTIAL>``.
+* A tie (same span) goes to the more specific kind: private key > provider
+  formats > AWS secret > URL password > ``Authorization`` value > JWT > named
+  credential > bare high-entropy token > PII.
 * Phone numbers: Chinese mobiles need 11 digits with no digit, letter, ``_``,
   ``.`` or ``-`` glued on either side (``13812345678901`` and ``ORD13812345678``
   stay); CJK text around them is fine. ``+1980-02-29 01:02:03`` is a date.
@@ -26,43 +41,53 @@ Decisions (the tests pin each of them):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
-import regex  # presidio's own regex engine (variable-length lookbehind)
-
+from ultron.redaction.assignments import ASSIGNMENT_RULES
 from ultron.redaction.checks import (
-    _KEYWORDS,
-    Span,
-    _check_auth_header,
-    _check_aws_secret,
-    _check_bare_bearer,
     _check_card,
-    _check_cli_credential,
-    _check_credential,
+    _check_cn_resident_id,
     _check_email,
+    _check_iban,
+    _check_nino,
+    _check_ssn,
     _check_intl_phone,
     _check_ipv4,
     _check_ipv6,
-    _check_llm_key,
-    _check_private_key,
-    _check_url_credential,
     _check_user,
-    _check_zh_credential,
 )
+from ultron.redaction.entropy import ENTROPY_RULES
+from ultron.redaction.formats import FORMAT_RULES
+from ultron.redaction.rules import _rule, _Rule
+
+__all__ = ["TAGS", "_PRIORITY", "_EXTRA_PRIORITY", "_RULES", "_Rule", "_rule"]
 
 #: entity -> replacement tag
 TAGS: dict[str, str] = {
     "PRIVATE_KEY": "<PRIVATE_KEY>",
     "LLM_API_KEY": "<LLM_API_KEY>",
     "GITHUB_TOKEN": "<GITHUB_TOKEN>",
+    "GITLAB_TOKEN": "<GITLAB_TOKEN>",
+    "ATLASSIAN_TOKEN": "<ATLASSIAN_TOKEN>",
     "AWS_ACCESS_KEY": "<AWS_ACCESS_KEY>",
     "AWS_SECRET_KEY": "<AWS_SECRET_KEY>",
+    "AWS_BEDROCK_KEY": "<AWS_BEDROCK_KEY>",
+    "AZURE_KEY": "<AZURE_KEY>",
+    "CLOUD_KEY": "<CLOUD_KEY>",
+    "CI_TOKEN": "<CI_TOKEN>",
+    "PACKAGE_TOKEN": "<PACKAGE_TOKEN>",
+    "STRIPE_KEY": "<STRIPE_KEY>",
+    "PAYMENT_KEY": "<PAYMENT_KEY>",
     "SLACK_TOKEN": "<SLACK_TOKEN>",
+    "MESSAGING_KEY": "<MESSAGING_KEY>",
+    "OBSERVABILITY_KEY": "<OBSERVABILITY_KEY>",
+    "API_KEY": "<API_KEY>",
+    "JWT": "<JWT>",
     "URL_CREDENTIAL": "<REDACTED_CREDENTIAL>",
     "AUTH_TOKEN": "<REDACTED_TOKEN>",
     "CREDENTIAL": "<REDACTED_CREDENTIAL>",
+    "ENTROPY_SECRET": "<REDACTED_CREDENTIAL>",
     "CREDIT_CARD": "<CREDIT_CARD>",
+    "IBAN": "<IBAN>",
+    "NATIONAL_ID": "<NATIONAL_ID>",
     "EMAIL_ADDRESS": "<EMAIL_ADDRESS>",
     "IP_ADDRESS": "<IP_ADDRESS>",
     "UUID": "<UUID>",
@@ -73,17 +98,23 @@ TAGS: dict[str, str] = {
 }
 
 # Tie-break between spans of equal length: the more specific kind wins.
+_PROVIDER = 90
 _PRIORITY: dict[str, int] = {
     "PRIVATE_KEY": 100,
-    "LLM_API_KEY": 90,
-    "GITHUB_TOKEN": 90,
-    "AWS_ACCESS_KEY": 90,
-    "SLACK_TOKEN": 90,
+    **{entity: _PROVIDER for entity in (
+        "LLM_API_KEY", "GITHUB_TOKEN", "GITLAB_TOKEN", "ATLASSIAN_TOKEN", "AWS_ACCESS_KEY", "AWS_BEDROCK_KEY",
+        "AZURE_KEY", "CLOUD_KEY", "CI_TOKEN", "PACKAGE_TOKEN", "STRIPE_KEY", "PAYMENT_KEY", "SLACK_TOKEN",
+        "MESSAGING_KEY", "OBSERVABILITY_KEY", "API_KEY",
+    )},
     "AWS_SECRET_KEY": 80,
     "URL_CREDENTIAL": 70,
     "AUTH_TOKEN": 60,
+    "JWT": 55,
     "CREDENTIAL": 50,
+    "ENTROPY_SECRET": 45,
     "CREDIT_CARD": 40,
+    "IBAN": 40,
+    "NATIONAL_ID": 42,
     "EMAIL_ADDRESS": 35,
     "UUID": 30,
     "IP_ADDRESS": 30,
@@ -95,177 +126,18 @@ _PRIORITY: dict[str, int] = {
 _EXTRA_PRIORITY = 15
 
 
-# --------------------------------------------------------------------------- rules
-
-
-@dataclass(frozen=True)
-class _Rule:
-    """One regex; ``group`` names the part of the match that is replaced (the
-    first of several alternative groups that took part), ``check`` may veto the
-    match or narrow its span."""
-
-    name: str
-    pattern: "regex.Pattern[str]"
-    group: str | tuple[str, ...] | int = 0
-    check: Callable[["regex.Match[str]", Span], Span | None] | None = None
-    escapes: bool = True
-
-
-def _rule(
-    name: str,
-    pattern: str,
-    *,
-    group: str | tuple[str, ...] | int = 0,
-    check: Callable[["regex.Match[str]", Span], Span | None] | None = None,
-    ignore_case: bool = False,
-    dotall: bool = False,
-    escapes: bool = True,
-) -> _Rule:
-    flags = regex.V0 | regex.ASCII  # CJK text glued to a token is still a boundary
-    if ignore_case:
-        flags |= regex.IGNORECASE
-    if dotall:
-        flags |= regex.DOTALL
-    return _Rule(name, regex.compile(_escape_aware(pattern), flags), group, check, escapes)
-
-
-_LEADING_BOUNDARY = regex.compile(r"\(\?<!\[((?:\\.|[^\]\\])+)\]\)")
-
-
-def _escape_aware(pattern: str) -> str:
-    """Let a leading ``(?<![chars])`` boundary also hold after a JSON escape.
-
-    In JSON-encoded text (``json.dumps`` of a transcript or of tool-call arguments)
-    a secret often follows ``\\n`` or a ``\\uXXXX`` escape of a CJK character:
-    ``"note:\\nsk-..."``, ``"\\u5bc6\\u7801sk-..."``. A plain boundary sees the
-    letter or hex digit and refuses; this one accepts a complete escape before the
-    token and refuses to start on the escape's own letter (after a backslash)."""
-    found = _LEADING_BOUNDARY.match(pattern)
-    if found is None:
-        return pattern
-    chars = found.group(1)
-    return (
-        rf"(?:(?<=\\(?:[nrt]|u[0-9A-Fa-f]{{4}}))|(?<![\\{chars}]))"
-        + pattern[found.end():]
-    )
-
-
-# ------------------------------------------------------------- secret patterns
-
-# ``dbPassword``, ``DB_PASSWORD``, ``x-api-key``, ``--client-secret``, ``access.token``:
-# the key must END with a keyword, so ``max_tokens`` or ``token_count`` are not keys.
-# The whole word is taken atomically and then checked from behind: trying every
-# split of a long ``a_b_c_...`` word against the keywords would be quadratic.
-_KEY = r"(?P<key>(?>(?:--?)?(?:[A-Za-z0-9]+[_.-])*[A-Za-z0-9]*)(?<=" + _KEYWORDS + r"))"
-# A backslash inside an unquoted value, unless it starts an escape (``\n``, ``\"``,
-# ``\\``): escaped JSON must not have its escapes swallowed into the value.
-_NOT_ESCAPE = r"\\(?![nrtbfu\"'\\/])"
-_CREDENTIAL = (
-    r"(?<![A-Za-z0-9_.-])" + _KEY + r"(?P<kq>\\*[\"'])?[ \t]*(?P<sep>:=|=(?![=>~])|:(?![:/]))[ \t]*"
-    r"(?:(?P<bs>\\+)\"(?P<v_esc>(?:(?!\\+\")[^\n])+)(?P=bs)\""
-    r"|\"(?P<v_dq>(?:\\.|[^\"\\\n])+)\""
-    r"|'(?P<v_sq>(?:\\.|[^'\\\n])+)'"
-    r"|(?P<v_raw>(?:[^\s\"'`,;&()\[\]{}\\]|&(?![\w.\[\]-]*=)|" + _NOT_ESCAPE + r")++))"
-)
-_CLI_CREDENTIAL = (
-    r"(?<![\w-])--(?:[a-z0-9]+-)*(?:password|passwd|passphrase|token|secret|api-?key|access-key"
-    r"|secret-key|client-secret)[ \t]+"
-    r"(?:\"(?P<v_dq>[^\"\n]+)\"|'(?P<v_sq>[^'\n]+)'|(?P<v_raw>[^\s\"'`\\-][^\s\"'`\\]*+))"
-)
-
-# 密码=..., 密码：..., 密码是...: Chinese field names; the value is the ASCII run after them.
-_CREDENTIAL_ZH = (
-    r"(?:密码|口令|密钥|秘钥|令牌|访问令牌|私钥)(?:是|为)?[ \t]*[:：=]?[ \t]*"
-    r"(?:[\"“](?P<v_dq>[^\"”\n]+)[\"”]|(?P<v_raw>[!#-&(-+\--\[\]-~]++))"
-)
-
-_AUTH_HEADER = (
-    r"(?<![\w-])(?:proxy-)?authorization(?:\\*[\"'])?[ \t]*[:=][ \t]*(?:\\*[\"'])?"
-    r"(?:(?P<scheme>bearer|basic|token|bot|apikey|sso-key)[ \t]+)?"
-    r"(?P<value>(?:[^\s\"',;\\()\[\]{}]|" + _NOT_ESCAPE + r")++)"
-)
-_BARE_BEARER = r"(?<![\w-])bearer[ \t]+(?P<value>[A-Za-z0-9._~+/=-]{8,}+)"
-
-
-# --------------------------------------------------------------- rule table
+# ------------------------------------------------------------ personal data
 
 _HEX = "[0-9A-Fa-f]"
+# Every digit-based kind waits for a digit first (checked once per text).
+_DIGIT = r"[0-9]"
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 _WIN_NAME = r"[^\\/\s\"'<>:;,|*?]+"
 
-_RULES: dict[str, tuple[_Rule, ...]] = {
-    "PRIVATE_KEY": (
-        _rule(
-            "pem_private_key",
-            r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-            r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-            r"|[A-Za-z0-9+/=\s\\:,-]*)",
-            dotall=True,
-            check=_check_private_key,
-        ),
-    ),
-    "LLM_API_KEY": (
-        _rule("sk_key", r"(?<![\w-])sk-[A-Za-z0-9_-]{20,}+(?![\w-])", check=_check_llm_key),
-        _rule("huggingface", r"(?<![\w-])hf_[A-Za-z0-9]{30,}+(?![\w-])"),
-        _rule("google_api_key", r"(?<![\w-])AIza[0-9A-Za-z_-]{35}(?![\w-])"),
-    ),
-    "GITHUB_TOKEN": (
-        _rule(
-            "github_token",
-            r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{30,}+|github_pat_[A-Za-z0-9_]{40,}+)(?![\w-])",
-        ),
-    ),
-    "AWS_ACCESS_KEY": (
-        _rule("aws_access_key_id", r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-    ),
-    "AWS_SECRET_KEY": (
-        _rule(
-            "aws_secret_access_key",
-            r"(?i:aws_?secret_?(?:access_?)?key|secret_?access_?key|aws[ _-]secret"
-            r"|secret[ _-]key)(?:\\*[\"'])?[ \t]*(?:[:=]|=>|\bis\b)?[ \t]*(?:\\*[\"'])?"
-            r"(?P<value>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
-            group="value",
-            check=_check_aws_secret,
-        ),
-    ),
-    "SLACK_TOKEN": (
-        _rule("slack_token", r"(?<![\w-])(?:xox[abposr]|xapp)-[A-Za-z0-9-]{10,}+"),
-        _rule(
-            "slack_webhook",
-            r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_+-]+",
-        ),
-    ),
-    "URL_CREDENTIAL": (
-        _rule(
-            "url_password",
-            r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s:/@?#\"'<>]*:"
-            r"(?P<value>[^\s/?#\"'<>]+)@[^\s/?#\"'<>@]+",
-            group="value",
-            check=_check_url_credential,
-        ),
-    ),
-    "AUTH_TOKEN": (
-        _rule(
-            "authorization_header", _AUTH_HEADER, group="value",
-            check=_check_auth_header, ignore_case=True,
-        ),
-        _rule("bearer_token", _BARE_BEARER, group="value", check=_check_bare_bearer, ignore_case=True),
-    ),
-    "CREDENTIAL": (
-        _rule(
-            "credential_field", _CREDENTIAL, group=("v_esc", "v_dq", "v_sq", "v_raw"),
-            check=_check_credential, ignore_case=True,
-        ),
-        _rule(
-            "credential_zh", _CREDENTIAL_ZH, group=("v_dq", "v_raw"), check=_check_zh_credential,
-        ),
-        _rule(
-            "credential_cli_flag", _CLI_CREDENTIAL, group=("v_dq", "v_sq", "v_raw"),
-            check=_check_cli_credential, ignore_case=True,
-        ),
-    ),
+_PII_RULES: dict[str, tuple[_Rule, ...]] = {
     "CREDIT_CARD": (
-        _rule("credit_card", r"(?<![\w+.-])\d(?:[ -]?\d){12,18}(?![\w-]|\.\d)", check=_check_card),
+        _rule("credit_card", r"(?<![\w+.-])\d(?:[ -]?\d){12,18}(?![\w-]|\.\d)", check=_check_card,
+              gate=_DIGIT),
     ),
     "EMAIL_ADDRESS": (
         _rule(
@@ -274,6 +146,7 @@ _RULES: dict[str, tuple[_Rule, ...]] = {
             r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}"
             r"(?![\w-]|\.[A-Za-z0-9])",
             check=_check_email,
+            triggers="@",
         ),
     ),
     "IP_ADDRESS": (
@@ -281,33 +154,82 @@ _RULES: dict[str, tuple[_Rule, ...]] = {
             "ipv4",
             rf"(?<![\w.])(?<!\d\.|[=<>~!]=)(?:{_OCTET}\.){{3}}{_OCTET}(?![\w]|\.\d)",
             check=_check_ipv4,
+            gate=_DIGIT,
+            triggers=".",
         ),
         _rule(
             "ipv6",
             rf"(?<![\w:.]){_HEX}{{0,4}}(?::{_HEX}{{0,4}}){{2,7}}(?![\w:.])",
             check=_check_ipv6,
+            triggers=":",
+        ),
+    ),
+    "IBAN": (
+        _rule(
+            "iban",
+            # the boundary is checked after the first letters: a leading lookbehind
+            # would be tried at every position of every text
+            r"[A-Z]{2}(?<=(?:^|[^A-Za-z0-9]|\\[nrt])[A-Z]{2})\d{2}"
+            r"(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{4}){2,7}(?: [A-Z0-9]{1,4})?)(?![A-Za-z0-9])",
+            gate=_DIGIT,
+            check=_check_iban,
+        ),
+    ),
+    "NATIONAL_ID": (
+        _rule(
+            "us_ssn",
+            r"(?<![\w-])\d{3}-\d{2}-\d{4}(?![\w-]|\.\d)",
+            check=_check_ssn,
+            gate=_DIGIT,
+            triggers="-",
+        ),
+        _rule(
+            "us_ssn_named",
+            r"(?i:(?<![a-z])ssn|social[ _-]security(?:[ _-]n(?:umber|o\.?))?)[^\n\d]{0,24}"
+            r"(?P<value>(?<!\d)\d{3}[ -]?\d{2}[ -]?\d{4})(?![\w-])",
+            group="value",
+            check=_check_ssn,
+            triggers=("ssn", "social"),
+        ),
+        _rule(
+            "uk_nino",
+            r"[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z](?: ?\d{2}){3} ?[A-D](?![A-Za-z0-9])",
+            check=_check_nino,
+            gate=(_DIGIT, r"[A-Z]{2} ?\d\d ?\d\d"),
+            stdlib=True,
+        ),
+        _rule(
+            "cn_resident_id",
+            r"(?<![\w-])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]"
+            r"(?![\w-])",
+            gate=(_DIGIT, r"\d{17}"),
+            check=_check_cn_resident_id,
         ),
     ),
     "UUID": (
         _rule(
             "uuid",
             rf"(?<![\w-]){_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}(?![\w-])",
+            triggers="-",
         ),
     ),
     "PHONE_NUMBER": (
         _rule(
             "international_phone",
             r"(?<![\w+])\+[1-9]\d{0,2}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{1,5}){1,5}(?![\w]|[.-]\d)",
+            gate=(_DIGIT, r"\+[1-9]"),
             check=_check_intl_phone,
         ),
         _rule(
             "us_phone",
             r"(?<![\w+().-])(?:1[ .-])?(?:\(\d{3}\)[ .-]?|\d{3}[.-])\d{3}[.-]\d{4}(?![\w-]|\.\d)",
+            gate=(_DIGIT, r"\d{3}[.-]\d{4}"),
         ),
         _rule(
             "cn_mobile",
             r"(?<![A-Za-z0-9_+.-])(?:(?:\+|00)?86[ -]?)?1[3-9]\d(?:\d{8}|[ -]\d{4}[ -]\d{4})"
             r"(?![A-Za-z0-9_]|[.-]\d)",
+            gate=(_DIGIT, r"1[3-9]\d"),
         ),
     ),
     "USER_PATH": (
@@ -317,6 +239,7 @@ _RULES: dict[str, tuple[_Rule, ...]] = {
             r"(?=[/\\\s\"'`,;:)\]}>]|$)",
             group="user",
             check=_check_user,
+            triggers=("/home/", "/users/"),
         ),
         _rule(
             "windows_home",
@@ -326,12 +249,27 @@ _RULES: dict[str, tuple[_Rule, ...]] = {
             check=_check_user,
             ignore_case=True,
             escapes=False,  # C:\nancy is a path, not an escaped newline
+            triggers=("users", "documents and settings"),
         ),
         _rule(
             "tilde_home",
             r"(?<![\w~/$])~(?P<user>[a-z_][a-z0-9_.-]{0,31})(?=/)",
             group="user",
             check=_check_user,
+            triggers="~",
         ),
     ),
 }
+
+
+def _assemble() -> dict[str, tuple[_Rule, ...]]:
+    table: dict[str, list[_Rule]] = {entity: [] for entity in TAGS}
+    for entity, rule in (*FORMAT_RULES, *ASSIGNMENT_RULES, *ENTROPY_RULES):
+        table[entity].append(rule)
+    for entity, rules in _PII_RULES.items():
+        table[entity].extend(rules)
+    return {entity: tuple(rules) for entity, rules in table.items() if rules}
+
+
+#: entity -> its rules, the one table the engine runs
+_RULES: dict[str, tuple[_Rule, ...]] = _assemble()

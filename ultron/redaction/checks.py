@@ -1,9 +1,12 @@
-r"""Whether a regex match really is a secret, and exactly which characters to replace.
+r"""Whether a regex match really is personal data, and the helpers every check shares.
 
 The catalogue's regexes are kept loose on purpose (one readable pattern per kind);
 everything a regex cannot say well lives here, as plain Python run on each match:
-checksums, "is this code rather than a secret", "is this a version rather than an
-address". A check returns ``None`` to veto the match or a (possibly narrowed) span.
+checksums, "is this a version rather than an address", "is this a placeholder".
+A check returns ``None`` to veto the match or a (possibly narrowed) span. The
+checks of credential assignments live with their patterns in
+:mod:`ultron.redaction.assignments`, those of token formats in
+:mod:`ultron.redaction.formats`.
 
 Decisions (the tests pin each of them):
 
@@ -14,31 +17,25 @@ Decisions (the tests pin each of them):
   versions (``3.11.7``) never match; a four-part dotted number is kept when the
   words before it say it is a version ("V8 to 10.8.168.25", "Git 1.7.12.1",
   "section 7.2.1.1", ``==1.2.3.4``), otherwise it is treated as an address.
-* Code is not a secret. An unquoted value is kept when it is followed by ``(`` or
-  ``[`` (``password = get_password()``, ``token = os.environ["TOKEN"]``), is a
-  dotted reference written with spaces (``token = self.token``), an identifier
-  naming a credential (``api_key=api_key``, ``password = credentials``,
-  ``start_token: Token``), the key itself (``token=token``), a language keyword
-  (``= await ...``, ``= new ...``), a literal (``None``/``null``/``true``), a type
-  (``password: str``), a small number under a ``*token`` key (``last_token = -1``)
-  or a bare word in a quoted-key mapping (``{"token": chunk}``: JSON has no bare
-  words). Placeholders (``$TOKEN``, ``${...}``, ``{token}``, ``%s``,
-  ``<your-password>``) and masks (``****``) are kept everywhere. Quoted values are
-  redacted whole (``password = "hunter2"``).
-* The keyword must be a word of its own at the end of the key: ``DB_PASSWORD``,
-  ``dbPassword``, ``PGPASSWORD``, ``x-api-key`` are keys; ``tiktoken``,
-  ``max_tokens``, ``token_count`` are not.
-* ``*token`` / ``*key`` values must be 8+ characters without spaces, so
-  ``{"token": "Hello", "logprob": -0.3}`` (LLM logprobs) stays; ``password`` and
-  ``secret`` values of any length are redacted.
-* ``key: value`` without quotes is prose-prone ("password: click the link"), so
-  the value is only redacted when it has a digit or a symbol, or when the line is
-  a ``key: value`` config line (YAML, HTTP header). ``--password value`` needs a
-  digit or a symbol too ("use the --token flag").
+* Placeholders are never secrets: ``$TOKEN``, ``${...}``, ``{token}``,
+  ``{{ token }}``, ``%s``, ``<your-password>``, masks (``****``, ``xxxx``),
+  literals (``None``, ``null``, ``true``) and the words documentation puts in
+  place of a value (``changeme``, ``your-api-key``, ``your_token_here``,
+  ``xoxb-your-token``, ``placeholder``, ``REDACTED``...), and YAML tags
+  (``!vault |``). Only the whole value counts: AWS's
+  documented ``...EXAMPLEKEY`` secret is still a secret.
 * Cards: bare digit runs must be 15 or 16 digits, grouped ones (spaces or dashes,
   not both) 13-19 digits in groups of four (or Amex/Diners 4-6-5 / 4-6-4); plus a
   known issuer prefix for the length and the Luhn checksum. Seeds, ids and
   timestamps of other lengths are left alone.
+* IBANs: a known country code, that country's length and the ISO 7064 mod-97
+  checksum; spaces in groups of four are allowed. A wrong check digit is not an
+  IBAN.
+* National ids (``<NATIONAL_ID>``): US SSNs written ``123-45-6789`` (or any
+  9 digits right after "SSN" / "social security"), with the ranges the SSA never
+  issues left alone; UK National Insurance numbers (``AB 12 34 56 C``, the
+  prefixes never issued excluded); Chinese resident ids (18 characters, a valid
+  birth date and the ISO 7064 MOD 11-2 check character).
 * Documentation names in paths (``/home/user``, ``~username``, ``/Users/me``) and
   system folders (``C:\Users\Public``) are kept; ``/root`` is not a user home.
 """
@@ -46,10 +43,11 @@ Decisions (the tests pin each of them):
 from __future__ import annotations
 
 import ipaddress
+import re
 
 import regex  # presidio's own regex engine (variable-length lookbehind)
 
-Span = tuple[int, int]
+from ultron.redaction.rules import Span
 
 
 def _respect_escapes(text: str, start: int, end: int) -> Span:
@@ -75,7 +73,15 @@ _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 # ---------------------------------------------------------------- shared helpers
 
-_PLACEHOLDER_START = ("$", "<", "{", "%", "[")
+# Character-class tests run on every candidate value: a C-level search beats a
+# Python generator over the characters.
+has_space = re.compile(r"\s").search
+has_digit = re.compile(r"[0-9]").search
+has_upper = re.compile(r"[A-Z]").search
+has_lower = re.compile(r"[a-z]").search
+has_alnum = re.compile(r"[^\W_]").search
+
+_PLACEHOLDER_START = ("$", "<", "{", "%", "[", "!")  # ! : a YAML tag (``!vault |``)
 _LITERALS = frozenset({
     "none", "null", "nil", "true", "false", "undefined", "empty", "redacted", "n/a",
 })
@@ -84,7 +90,19 @@ _TYPE_NAMES = frozenset({
     "secretstr", "secretbytes", "object", "text", "varchar", "char", "float", "double", "dict",
     "list", "tuple", "set", "uuid", "path", "datetime", "json", "map", "array",
 })
-_MASK = regex.compile(r"^(?:[*xX•.#-]+|\.\.\.)$")
+_MASK = regex.compile(r"^(?:[*xX•.#-]+|\.\.\.|…)$")
+# A token prefix then a mask or an ellipsis: sk_test_..., ghp_xxxxxxxx (hunter2... is cut, not elided).
+_ELIDED = regex.compile(r"^(?:[\w.-]{0,16}[_-])?(?:x{4,}|X{4,}|\*{3,}|•{3,}|\.{3,}|…)$")
+# The words documentation writes instead of a value (the whole value, any case).
+_PLACEHOLDER_WORDS = regex.compile(
+    r"(?i)^(?:(?:your|insert|enter|put|paste|replace|example|sample|dummy|fake|demo)[ _.-]*(?:own[ _.-]*)?)?"
+    r"(?:api[ _.-]*)?(?:access[ _.-]*|secret[ _.-]*|auth[ _.-]*|bearer[ _.-]*|private[ _.-]*)?"
+    r"(?:key|token|secret|password|passwd|pwd|passphrase|credentials?)"
+    r"(?:[ _.-]*(?:here|goes[ _.-]*here|value|placeholder))?$"
+    r"|^(?:change[ _.-]?me(?:[ _.-]?please|[ _.-]?now)?|changeit|replace[ _.-]?(?:me|this)|fill[ _.-]?me[ _.-]?in"
+    r"|set[ _.-]?me|placeholder|redacted|masked|hidden"
+    r"|removed|omitted|todo|tbd|fixme|xxx+|\?+|not[ _.-]?set|unset|notasecret|not[ _.-]a[ _.-]secret)$"
+)
 _REFERENCE = regex.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
 _NUMBER = regex.compile(r"^[+-]?\d+(?:\.\d+)?$")
 # Words that start an expression in Python / JavaScript: ``password = await ...``.
@@ -97,12 +115,22 @@ _CREDENTIAL_WORD = regex.compile(
 )
 
 
+# "your" before a credential word anywhere: xoxb-your-token, sk-your-key-here.
+_YOUR_CREDENTIAL = regex.compile(
+    r"(?i)(?:^|[^a-z])your[ _.-]*(?:own[ _.-]*)?(?:[a-z]+[ _.-]*)?"
+    r"(?:key|token|secret|password|pass|pwd|passphrase|credentials?|id)(?![a-z])"
+)
+
+
 def _is_placeholder(value: str) -> bool:
     return (
         not value
         or value.startswith(_PLACEHOLDER_START)
         or value.lower() in _LITERALS
         or bool(_MASK.match(value))
+        or bool(_ELIDED.match(value))
+        or (len(value) <= 40 and bool(_PLACEHOLDER_WORDS.match(value)))
+        or (len(value) <= 60 and bool(_YOUR_CREDENTIAL.search(value)))
     )
 
 
@@ -123,169 +151,6 @@ def _line_of(text: str, pos: int) -> tuple[int, int]:
     while end > start and text[end - 1] == "\\":
         end -= 1  # the rest of a doubly escaped "\\\\n"
     return start, end
-
-
-# The keywords a credential key must end with; the key regex (catalogue) and
-# :func:`_key_ends_in_keyword` share them.
-_KEYWORDS = (
-    r"(?:pass(?:word|wd|phrase)|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
-    r"|secret[_-]?key|private[_-]?key|auth[_-]?key|session[_-]?key|credentials?)"
-)
-
-
-# ------------------------------------------------------------- secret checks
-
-
-def _check_credential(match: "regex.Match[str]", span: Span) -> Span | None:
-    text = match.string
-    start, end = span
-    value = text[start:end]
-    if _is_placeholder(value) or not any(ch.isalnum() for ch in value):
-        return None
-    groups = match.groupdict()
-    key = (groups.get("key") or "").lstrip("-")
-    if key and not _key_ends_in_keyword(key):
-        return None  # tiktoken=..., sometoken=...: the keyword is not a word of its own
-    key = key.lower()
-    if value.lower().lstrip("-") == key:
-        return None  # token=token: a keyword argument passed on, SECRET = "SECRET"
-    if key in ("pwd", "oldpwd") and value.startswith(("/", "~")):
-        return None  # the shell's working directory, not a password
-    if key.endswith(("token", "key")) and (len(value) < 8 or any(ch.isspace() for ch in value)):
-        return None  # {"token": "Hello", "logprob": -0.1}: tokens and keys are long and unbroken
-    if match.start("v_raw") < 0:
-        return span  # quoted: everything between the quotes
-    # Unquoted value: is it code rather than a secret?
-    if end < len(text) and text[end] in "([":
-        return None  # a call or a subscript
-    sep = groups.get("sep")
-    spaced = sep is not None and text[match.start("sep") - 1] in " \t"
-    if sep == ":" and value.endswith(":"):
-        return None  # "token: id:" in a docstring, nested YAML
-    bare = value.rstrip(",")
-    if _NUMBER.match(bare) and (key.endswith("token") or bare.startswith("-")) and len(bare) < 7:
-        return None  # last_token = -1, next_token: 42
-    if _REFERENCE.match(bare):
-        if bare in _KEYWORDS_CODE or len(bare) == 1:
-            return None  # password = await ..., token = not ..., eofToken = t
-        if bare.lower() in _TYPE_NAMES:
-            return None  # password: str
-        if spaced and "." in bare:
-            return None  # token = self.token
-        code_like = "_" in bare or "." in bare or spaced or (sep == ":" and bare[0].isupper())
-        if code_like and _ends_in_word(bare, _CREDENTIAL_WORD):
-            return None  # api_key=api_key, password = credentials, start_token: Token
-        if sep == ":" and match.start("kq") >= 0:
-            return None  # {"token": chunk}: JSON has no bare words, so this is code
-    end = _trim_sentence_end(text, start, end)
-    if sep == ":" and not _looks_secret(text[start:end]):
-        line_start, line_end = _line_of(text, start)
-        before = text[line_start : match.start("key")].strip(" \t-\"'{,\\")
-        after = text[end:line_end].strip(" \t,;\"'}\\")
-        if before or after or value.endswith(":"):
-            return None  # prose such as "password: click the link below"
-    return start, end
-
-
-_KEYWORD_AT_END = regex.compile(_KEYWORDS + "$", regex.IGNORECASE)
-
-
-def _key_ends_in_keyword(key: str) -> bool:
-    """``DB_PASSWORD``, ``dbPassword``, ``PGPASSWORD``, ``token`` yes; ``tiktoken`` no."""
-    return _ends_in_word(key, _KEYWORD_AT_END)
-
-
-def _ends_in_word(name: str, words: "regex.Pattern[str]") -> bool:
-    """``name`` ends with one of ``words`` as a word of its own: after a non-letter,
-    at a camelCase boundary, or anywhere in an all-caps name."""
-    found = words.search(name)
-    if found is None:
-        return False
-    i = found.start()
-    if i == 0 or not name[i - 1].isalnum() or name.isupper():
-        return True
-    return name[i].isupper() and not name[i - 1].isupper()
-
-
-def _check_cli_credential(match: "regex.Match[str]", span: Span) -> Span | None:
-    span = _check_credential(match, span)
-    if span is None or match.start("v_raw") < 0:
-        return span
-    # "use the --token flag" is prose; a password on a command line has a digit or symbol.
-    return span if _looks_secret(match.string[span[0] : span[1]]) else None
-
-
-def _check_zh_credential(match: "regex.Match[str]", span: Span) -> Span | None:
-    span = _check_credential(match, span)
-    if span is None or match.start("v_raw") < 0:
-        return span
-    text, end = match.string, span[1]
-    # "修改密码: click here" is prose; "密码是abcdef，请保管" ends in Chinese text.
-    if _looks_secret(text[span[0] : end]) or end == len(text) or not text[end].isascii():
-        return span
-    return span if text[end] in "\r\n" else None
-
-
-def _looks_secret(value: str) -> bool:
-    return any(not ch.isalpha() for ch in value)
-
-
-def _check_auth_header(match: "regex.Match[str]", span: Span) -> Span | None:
-    text = match.string
-    start, end = span
-    value = text[start:end]
-    if _is_placeholder(value):
-        return None
-    if end < len(text) and text[end] in "([":
-        return None  # authorization = request.headers["Authorization"]
-    if match.start("scheme") < 0 and _REFERENCE.match(value) and "." in value:
-        return None  # authorization: self.auth_header
-    if match.start("scheme") < 0 and not (len(value) >= 16 or _has_digit(value)):
-        return None  # "Authorization: required"
-    if len(value) < 4:
-        return None
-    return start, _trim_sentence_end(text, start, end)
-
-
-def _check_bare_bearer(match: "regex.Match[str]", span: Span) -> Span | None:
-    text = match.string
-    start, end = span
-    end = _trim_sentence_end(text, start, end)
-    value = text[start:end]
-    # "Bearer authentication" is prose; real tokens carry digits or punctuation.
-    if not (_has_digit(value) or any(ch in "._~+/=-" for ch in value)):
-        return None
-    return start, end
-
-
-def _has_digit(value: str) -> bool:
-    return any(ch.isdigit() for ch in value)
-
-
-def _check_url_credential(match: "regex.Match[str]", span: Span) -> Span | None:
-    value = match.string[span[0] : span[1]]
-    return None if _is_placeholder(value) else span
-
-
-def _check_private_key(match: "regex.Match[str]", span: Span) -> Span | None:
-    start, end = span
-    body = match.string[start:end]
-    trimmed = regex.sub(r"(?:\s|\\[nr])+$", "", body)  # also JSON-escaped newlines
-    return start, start + len(trimmed)
-
-
-def _check_aws_secret(match: "regex.Match[str]", span: Span) -> Span | None:
-    value = match.string[span[0] : span[1]]
-    has_upper = any(c.isupper() for c in value)
-    has_lower = any(c.islower() for c in value)
-    has_other = any(c.isdigit() or c in "/+" for c in value)
-    return span if has_upper and has_lower and has_other else None
-
-
-def _check_llm_key(match: "regex.Match[str]", span: Span) -> Span | None:
-    value = match.string[span[0] : span[1]]
-    # ``sk-some-very-long-kebab-case-identifier`` is a slug; keys are random.
-    return span if _has_digit(value) else None
 
 
 # ------------------------------------------------------------------ PII checks
@@ -412,5 +277,70 @@ def _check_user(match: "regex.Match[str]", span: Span) -> Span | None:
     span = span[0], _trim_sentence_end(match.string, *span)
     user = match.string[span[0] : span[1]]
     if user.lower() in _SYSTEM_USERS or _is_placeholder(user):
+        return None
+    return span
+
+
+# ---------------------------------------------------------------------- IBAN
+
+# Country code -> IBAN length (ISO 13616 registry).
+_IBAN_LENGTHS: dict[str, int] = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22,
+    "BI": 27, "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DJ": 27,
+    "DK": 18, "DO": 28, "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FK": 18, "FO": 18, "FR": 27,
+    "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28, "HN": 28, "HR": 21, "HU": 28,
+    "IE": 22, "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28,
+    "LC": 32, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25, "MC": 27, "MD": 24, "ME": 22,
+    "MK": 19, "MN": 20, "MR": 27, "MT": 31, "MU": 30, "NI": 28, "NL": 18, "NO": 15, "OM": 23,
+    "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "RU": 33, "SA": 24,
+    "SC": 31, "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "SO": 23, "ST": 25, "SV": 28,
+    "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
+}
+
+
+def _iban_ok(compact: str) -> bool:
+    if _IBAN_LENGTHS.get(compact[:2]) != len(compact) or not compact[2:4].isdigit():
+        return False
+    rearranged = compact[4:] + compact[:4]
+    digits = "".join(str(int(ch, 36)) for ch in rearranged)
+    return int(digits) % 97 == 1
+
+
+def _check_iban(match: "regex.Match[str]", span: Span) -> Span | None:
+    raw = match.string[span[0] : span[1]]
+    compact = raw.replace(" ", "").upper()
+    if not compact.isalnum() or not _iban_ok(compact):
+        return None
+    return span
+
+
+# --------------------------------------------------------------- national ids
+
+_CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+
+
+def _check_cn_resident_id(match: "regex.Match[str]", span: Span) -> Span | None:
+    """18 characters whose last is the ISO 7064 MOD 11-2 check of the first 17."""
+    value = match.string[span[0] : span[1]].upper()
+    total = sum(int(d) * w for d, w in zip(value[:17], _CN_ID_WEIGHTS))
+    return span if "10X98765432"[total % 11] == value[17] else None
+
+
+_NINO_NEVER = frozenset({"BG", "GB", "KN", "NK", "NT", "TN", "ZZ"})
+
+
+def _check_nino(match: "regex.Match[str]", span: Span) -> Span | None:
+    """A UK National Insurance number standing alone, with an issued prefix."""
+    text, start = match.string, span[0]
+    if start > 0 and text[start - 1].isalnum() and not (start > 1 and text[start - 2] == "\\"):
+        return None  # inside a longer word (an escape's letter, ``\\n``, is a boundary)
+    return None if text[start : start + 2] in _NINO_NEVER else span
+
+
+def _check_ssn(match: "regex.Match[str]", span: Span) -> Span | None:
+    """Area 001-899 but not 666, group and serial not all zeros."""
+    digits = "".join(c for c in match.string[span[0] : span[1]] if c.isdigit())
+    area, group, serial = digits[:3], digits[3:5], digits[5:]
+    if area in ("000", "666") or area[0] == "9" or group == "00" or serial == "0000":
         return None
     return span

@@ -6,11 +6,24 @@ an optional spaCy model plug in unchanged); the setup here keeps it off the netw
 the ``no_op`` NLP engine, and a spaCy model only when it is installed. Building an
 analyzer takes seconds, hence the process-wide :func:`get_redactor`.
 
+Speed: redaction dominates ingestion. Every text first goes through ONE prefilter
+pass (:mod:`ultron.redaction.prefilter`) that says which of the catalogue's rules
+can match it; only those run (a rule's ``gate`` and per-word patterns, see
+:mod:`ultron.redaction.rules`, cut the rest). Our own rules (the catalogue and
+``extra_entities``) are run directly, the way their presidio recognizers would
+run them: going through ``AnalyzerEngine.analyze`` for them would add NLP
+artifacts, context enhancement and score bookkeeping that change nothing for
+fixed-score regex rules and cost more than the regexes. The analyzer is still
+built with every recognizer, and is asked for the entities of foreign
+recognizers (a spaCy model, ``extra_recognizers``) when there are any. The
+bare-token layer runs last and skips what the other rules already found.
+
 Decisions (the tests pin each of them):
 
 * Overlaps are resolved to non-overlapping spans: the longest span wins, ties go
   to the more specific kind (private key > provider tokens > AWS secret > URL
-  password > auth header > generic credential > PII), then to the earlier start.
+  password > auth header > JWT > named credential > bare high-entropy token >
+  PII), then to the earlier start.
   So ``api_key="sk-..."`` becomes ``api_key="<LLM_API_KEY>"`` and
   ``secret="sk-... and more"`` becomes ``secret="<REDACTED_CREDENTIAL>"``. A
   candidate that only partly overlaps a winner keeps the part that sticks out
@@ -24,12 +37,14 @@ import bisect
 import logging
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 import regex  # presidio's own regex engine (variable-length lookbehind)
 
 from ultron.redaction.catalogue import _EXTRA_PRIORITY, _PRIORITY, _RULES, TAGS, _Rule, _rule
-from ultron.redaction.checks import Span, _respect_escapes
+from ultron.redaction.checks import _respect_escapes
+from ultron.redaction.prefilter import Prefilter
+from ultron.redaction.rules import Span
 
 if TYPE_CHECKING:
     from presidio_analyzer import EntityRecognizer
@@ -50,6 +65,49 @@ def _span_of(match: "regex.Match[str]", group: str | tuple[str, ...] | int) -> S
         return None
     start, end = match.span(group)
     return (start, end) if start >= 0 else None
+
+
+def _find(
+    rule: _Rule,
+    text: str,
+    words: Iterable[str] = (),
+    covered: Sequence[Span] = (),
+    gates: dict[Any, bool] | None = None,
+) -> Iterator[Span]:
+    """The spans ``rule`` redacts in ``text``, checked and escape-safe. ``words``
+    are the trigger words seen in the text (for per-word patterns); a match inside
+    a ``covered`` span (sorted, non-overlapping) is skipped unchecked; ``gates``
+    remembers, for this text, which gate regexes were found. A check may return
+    several spans (the values of a ``Cookie:`` header)."""
+    for gate in rule.gate:
+        found = gates.get(gate) if gates is not None else None
+        if found is None:
+            found = gate.search(text) is not None
+            if gates is not None:
+                gates[gate] = found
+        if not found:
+            return
+    ends = [e for _, e in covered]
+    for pattern in rule.patterns_for(words):
+        for match in pattern.finditer(text):
+            span = _span_of(match, rule.group)
+            if span is None or span[0] == span[1]:
+                continue
+            if ends:
+                i = bisect.bisect_left(ends, span[1])
+                if i < len(covered) and covered[i][0] <= span[0]:
+                    continue  # already inside a found span
+            spans: Iterable[Span] = (span,)
+            if rule.check is not None:
+                checked = rule.check(match, span)
+                if checked is None:
+                    continue
+                spans = checked if isinstance(checked, list) else (checked,)
+            for span in spans:
+                if rule.escapes:
+                    span = _respect_escapes(text, *span)
+                if span[0] < span[1]:
+                    yield span
 
 
 # ------------------------------------------------------------- the recognizer
@@ -74,18 +132,7 @@ def _recognizer_class() -> type:
             entity = self.supported_entities[0]
             results = []
             for rule in self._rules:
-                for match in rule.pattern.finditer(text):
-                    span = _span_of(match, rule.group)
-                    if span is None or span[0] == span[1]:
-                        continue
-                    if rule.check is not None:
-                        span = rule.check(match, span)
-                        if span is None:
-                            continue
-                    if rule.escapes:
-                        span = _respect_escapes(text, *span)
-                    if span[0] >= span[1]:
-                        continue
+                for span in _find(rule, text, rule.by_word):
                     results.append(
                         RecognizerResult(
                             entity_type=entity,
@@ -186,6 +233,10 @@ class Redactor:
         recognizers: list[EntityRecognizer] = [
             rule_recognizer(entity, rules) for entity, rules in _RULES.items()
         ]
+        own: list[tuple[tuple[str, ...] | None, tuple[str, _Rule]]] = [
+            (rule.triggers, (entity, rule)) for entity, rules in _RULES.items() for rule in rules
+        ]
+        foreign: set[str] = set()
         for entity, patterns in (extra_entities or {}).items():
             entity = entity.strip().upper()
             if not regex.fullmatch(r"[A-Z][A-Z0-9_]*", entity):
@@ -194,10 +245,12 @@ class Redactor:
                 patterns = [patterns]
             rules = [_rule(f"extra_{entity.lower()}_{i}", p) for i, p in enumerate(patterns)]
             recognizers.append(rule_recognizer(entity, rules))
+            own.extend((None, (entity, rule)) for rule in rules)
             self._tags.setdefault(entity, f"<{entity}>")
             self._priority.setdefault(entity, _EXTRA_PRIORITY)
         for recognizer in extra_recognizers or ():
             recognizers.append(recognizer)
+            foreign.update(recognizer.get_supported_entities())
             for entity in recognizer.get_supported_entities():
                 self._tags.setdefault(entity, f"<{entity}>")
                 self._priority.setdefault(entity, _EXTRA_PRIORITY)
@@ -211,6 +264,7 @@ class Redactor:
             recognizers.append(
                 SpacyRecognizer(supported_language=LANGUAGE, supported_entities=list(_SPACY_ENTITIES))
             )
+            foreign.update(_SPACY_ENTITIES)
             self.spacy_model: str | None = spacy_model
         else:
             nlp_engine = NoOpNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": "no_op"}])
@@ -221,6 +275,8 @@ class Redactor:
         self.analyzer = AnalyzerEngine(
             registry=registry, nlp_engine=nlp_engine, supported_languages=[LANGUAGE]
         )
+        self._prefilter = Prefilter(own)
+        self._foreign = sorted(foreign)
         tag_names = sorted({t[1:-1] for t in self._tags.values()}, key=len, reverse=True)
         self._tag_pattern = regex.compile("<(?:" + "|".join(map(regex.escape, tag_names)) + ")>")
 
@@ -255,17 +311,38 @@ class Redactor:
 
     def _spans(self, text: str) -> list[tuple[int, int, str]]:
         """Non-overlapping (start, end, entity) spans sorted by start."""
-        results = self.analyzer.analyze(text=text, language=LANGUAGE)
-        if not results:
+        rules, words = self._prefilter.select(text)
+        gates: dict[Any, bool] = {}
+        found = [
+            (start, end, entity)
+            for entity, rule in rules
+            if not rule.fallback
+            for start, end in _find(rule, text, words, (), gates)
+        ]
+        fallbacks = [(entity, rule) for entity, rule in rules if rule.fallback]
+        if fallbacks:
+            covered = _merge((start, end) for start, end, _ in found)
+            found.extend(
+                (start, end, entity)
+                for entity, rule in fallbacks
+                for start, end in _find(rule, text, words, covered)
+            )
+        if self._foreign:
+            found.extend(
+                (r.start, r.end, r.entity_type)
+                for r in self.analyzer.analyze(text=text, language=LANGUAGE, entities=self._foreign)
+                if r.score > 0
+            )
+        if not found:
             return []
-        tags = [m.span() for m in self._tag_pattern.finditer(text)]
+        tags = [m.span() for m in self._tag_pattern.finditer(text)] if "<" in text else []
         candidates = []
-        for r in results:
-            if r.entity_type not in self._tags:
+        for start, end, entity in set(found):
+            if entity not in self._tags:
                 continue
-            if any(r.start < t_end and t_start < r.end for t_start, t_end in tags):
+            if any(start < t_end and t_start < end for t_start, t_end in tags):
                 continue  # never re-redact (part of) a tag
-            candidates.append((r.start, r.end, r.entity_type))
+            candidates.append((start, end, entity))
         # Longest first, then the more specific kind, then the earlier start.
         candidates.sort(key=lambda c: (c[0] - c[1], -self._priority.get(c[2], 0), c[0], c[2]))
         # Chosen spans never overlap, so sorted by start they are sorted by end too.
@@ -296,6 +373,17 @@ class Redactor:
                         choose(piece[0], piece[1], entity)
                 cursor = max(cursor, e)
         return list(zip(starts, ends, kinds))
+
+
+def _merge(spans: Iterable[Span]) -> list[Span]:
+    """Sorted, non-overlapping union of ``spans``."""
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(start, end) for start, end in merged]
 
 
 _redactor: Redactor | None = None

@@ -14,6 +14,7 @@ then point at the newest one.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -21,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ultron.db import sft as store
 from ultron.db.database import Database
@@ -31,6 +32,7 @@ from ultron.sft.formats import infer_tools, openai_record, redact_messages, shar
 from ultron.sft.split import SPLITS, split_of
 from ultron.vocabulary import TASK_TYPES
 
+log = logging.getLogger("ultron.sft")
 Progress = Callable[[int, int], None]
 FILE_KEYS = tuple(f"{split}.{fmt}" for split in SPLITS for fmt in ("openai", "sharegpt"))
 BATCH = 200  # segments whose messages are read in one query
@@ -322,3 +324,117 @@ def latest_export(settings: Settings) -> SFTExport | None:
     except (OSError, ValueError):
         return None
     return SFTExport(export_id, directory, {key: directory / f"{key}.jsonl" for key in FILE_KEYS}, manifest)
+
+
+# -- forgetting ----------------------------------------------------------------------------------------
+
+
+def remove_from_exports(root: Path, *, segment_ids: Iterable[str] = (), session_file: str | None = None,
+                        agent_id: str | None = None) -> dict[str, int]:
+    """Take forgotten examples out of every finished export under ``root``.
+
+    An example is forgotten when its segment is one of ``segment_ids`` or it came from the
+    forgotten session file / agent (``session_file`` and ``agent_id`` together mean that
+    agent's file; either alone, every match). An export holding some is rewritten without
+    them (files, then the manifest, each replaced atomically; counts, distributions and
+    line numbers follow; its selection digest is cleared so it is never mistaken for a
+    fresh selection); one left with nothing is deleted, and ``latest`` moves to the newest
+    export that remains (or goes). Exports being written right now (``.tmp-*``) are skipped.
+    Returns {"rewritten", "deleted", "examples"}."""
+    segments = set(segment_ids)
+
+    def forgotten(source: dict[str, Any]) -> bool:
+        if source.get("segment_id") in segments:
+            return True
+        if session_file and agent_id:
+            return source.get("session_file") == session_file and source.get("agent_id") == agent_id
+        if session_file:
+            return source.get("session_file") == session_file
+        return bool(agent_id) and source.get("agent_id") == agent_id
+
+    out = {"rewritten": 0, "deleted": 0, "examples": 0}
+    if not (segments or session_file or agent_id) or not root.is_dir():
+        return out
+    for directory in sorted(root.iterdir()):
+        if directory.name.startswith(".") or directory.is_symlink() or not directory.is_dir():
+            continue
+        try:
+            manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+            sources = list(manifest.get("sources") or [])
+        except (OSError, ValueError, AttributeError):
+            log.warning("sft export %s: no readable manifest; cannot tell whether it holds forgotten data",
+                        directory.name)
+            continue
+        gone = [s for s in sources if isinstance(s, dict) and forgotten(s)]
+        if not gone:
+            continue
+        out["examples"] += len(gone)
+        kept = [s for s in sources if not (isinstance(s, dict) and forgotten(s))]
+        if not kept:
+            shutil.rmtree(directory)
+            out["deleted"] += 1
+            log.info("sft export %s deleted: all %d of its examples were forgotten", directory.name, len(gone))
+            continue
+        _rewrite_without(directory, manifest, kept, gone)
+        out["rewritten"] += 1
+        log.info("sft export %s rewritten without %d forgotten example(s); %d remain", directory.name, len(gone),
+                 len(kept))
+    if out["deleted"]:
+        _repoint_latest(root)
+    return out
+
+
+def _rewrite_without(directory: Path, manifest: dict[str, Any], kept: list[dict[str, Any]],
+                     gone: list[dict[str, Any]]) -> None:
+    drop = {split: {s.get("line") for s in gone if s.get("split") == split} for split in SPLITS}
+    with_tools = 0
+    for split in SPLITS:
+        for fmt in ("openai", "sharegpt"):
+            path = directory / f"{split}.{fmt}.jsonl"
+            if not path.exists():
+                continue
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+            remaining = [line for n, line in enumerate(lines, 1) if n not in drop[split]]
+            if fmt == "openai":
+                with_tools += sum(1 for line in remaining if json.loads(line).get("tools"))
+            tmp = path.with_name(f".{path.name}.forget-{secrets.token_hex(3)}")
+            tmp.write_text("".join(remaining), encoding="utf-8")
+            _fsync(tmp)
+            os.replace(tmp, path)
+    numbered: Counter = Counter()
+    for s in sorted(kept, key=lambda s: (str(s.get("split")), s.get("line") or 0)):
+        numbered[s.get("split")] += 1
+        s["line"] = numbered[s.get("split")]
+    counts = dict(manifest.get("counts") or {})
+    counts.update(selected=max(0, int(counts.get("selected", len(kept) + len(gone))) - len(gone)),
+                  exported=len(kept), train=numbered["train"], validation=numbered["validation"],
+                  with_tool_calls=with_tools)
+    floor = (manifest.get("filters") or {}).get("min_quality_score") or 0.0
+    previous = manifest.get("forgotten") or {}
+    manifest.update(
+        counts=counts, sources=kept, selection_digest=None,
+        score_distribution=score_distribution([float(s["score"]) for s in kept if s.get("score") is not None],
+                                              float(floor)),
+        task_types=dict(sorted(Counter(s.get("task_type") or "unknown" for s in kept).items())),
+        forgotten={"examples_removed": int(previous.get("examples_removed", 0)) + len(gone),
+                   "rewritten_at": datetime.now(timezone.utc).isoformat()})
+    tmp = directory / f".manifest.json.forget-{secrets.token_hex(3)}"
+    tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _fsync(tmp)
+    os.replace(tmp, directory / "manifest.json")
+
+
+def _repoint_latest(root: Path) -> None:
+    """After exports were deleted: ``latest`` names the newest export left, or is removed."""
+    current = latest_export_id(root)
+    if current is not None:
+        return
+    left = sorted(p.name for p in root.iterdir()
+                  if not p.name.startswith(".") and not p.is_symlink() and (p / "manifest.json").is_file())
+    if not left:
+        (root / "latest.json").unlink(missing_ok=True)
+        if (root / "latest").is_symlink():
+            (root / "latest").unlink()
+        return
+    (root / "latest.json").unlink(missing_ok=True)
+    _point_latest(root, left[-1])

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from ultron.context import ServiceContext
 from ultron.db import skills as store
@@ -94,13 +94,39 @@ class SkillService:
         report.seconds = time.perf_counter() - started
         return report
 
-    def _evolve(self, cluster: store.ClusterState, report: EvolutionReport) -> None:
+    def evolve_clusters(self, cluster_ids: Sequence[str], *,
+                        burned_versions: Mapping[str, Sequence[str]] | None = None) -> EvolutionReport:
+        """Crystallise these clusters now, ready or not, through the normal path (synthesis,
+        redaction, the quality gate, versions, files); one without enough active members
+        (``crystallization_threshold``) is skipped. Forget uses it to rebuild a skill from
+        the members that remain.
+
+        The caller holds the evolution lock (``ultron.db.skills.lock_evolution``).
+        ``burned_versions``: slug -> versions that existed and were deleted, so the new
+        version is numbered after them and never reuses a withdrawn one's number."""
+        report = EvolutionReport()
+        started = time.perf_counter()
+        threshold = self.settings.crystallization_threshold
+        for cluster_id in dict.fromkeys(cluster_ids):
+            with self.db.engine.connect() as conn:
+                cluster = store.cluster_state(conn, cluster_id)
+            if cluster is None or cluster.members < threshold:
+                members = cluster.members if cluster else 0
+                report.skipped.append({"cluster_id": cluster_id, "reason": f"{members} active members, "
+                                                                           f"fewer than {threshold}"})
+                continue
+            report.ready += 1
+            self._evolve(cluster, report, burned=tuple((burned_versions or {}).get(cluster.skill_slug or "", ())))
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _evolve(self, cluster: store.ClusterState, report: EvolutionReport, burned: Sequence[str] = ()) -> None:
         redactor = self.ctx.redactor
         with self.db.engine.connect() as conn:
             records = cluster_members(conn, cluster.id)
             members = [_member(r) for r in records]
             topic = redactor.redact(cluster.topic.strip()) or topic_from(members)
-            plan = self._plan(conn, cluster, topic)
+            plan = self._plan(conn, cluster, topic, burned)
         member_ids = [m["id"] for m in members]
         draft = self._synthesize(topic, members, report)
         draft = draft.map_text(redactor.redact)
@@ -139,8 +165,9 @@ class SkillService:
                                  "skill_md": skill_md})
         report.superseded.extend(published["superseded"])
 
-    def _plan(self, conn, cluster: store.ClusterState, topic: str) -> _Plan:
-        """Slug and version of the skill this attempt would publish."""
+    def _plan(self, conn, cluster: store.ClusterState, topic: str, burned: Sequence[str] = ()) -> _Plan:
+        """Slug and version of the skill this attempt would publish (after every version of
+        the slug that exists or was ``burned``)."""
         merged = [s for s in cluster.superseded_slugs if s]
         if cluster.skill_slug:
             slug = cluster.skill_slug
@@ -155,8 +182,10 @@ class SkillService:
         if current is not None:
             version, parent, score = next_minor(current["version"]), current["version"], float(current["score"])
         else:
-            last = latest(store.versions_of(conn, slug))
-            version, parent, score = (next_minor(last), last, None) if last else (FIRST_VERSION, None, None)
+            existing = store.versions_of(conn, slug)
+            last = latest([*existing, *burned])
+            version = next_minor(last) if last else FIRST_VERSION
+            parent, score = latest(existing), None
         return _Plan(slug, version, parent, score, tuple(s for s in dict.fromkeys(merged) if s != slug))
 
     def _synthesize(self, topic: str, members: list[dict[str, Any]], report: EvolutionReport) -> SkillDraft:

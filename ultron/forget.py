@@ -1,0 +1,364 @@
+"""Forgetting, everywhere: a memory, a segment, a session file or an agent leaves every
+table and every file under ULTRON_HOME that was built from it.
+
+It spans the memory, cluster and skill stages and the SFT files, so it sits above them,
+beside the SDK (``Ultron.forget`` calls :func:`forget`). The steps, in order:
+
+1. **Memories, sessions** (``MemoryService.forget_in``): contributions of the source are
+   deleted; a memory left without contributions is deleted, one with others is rebuilt
+   from them (body, summaries, embedding, provenance, tags, tools); session rows, parsed
+   messages, segments and raw uploads go.
+2. **Clusters**: every cluster that held a deleted or rebuilt memory gets its members,
+   size, centroid (mean of the remaining active members, normalised) and a new topic
+   (the offline rules labeller, measured against the whole store); a cluster left empty is
+   dissolved. A topic made of a term the store no longer holds anywhere (so it came from
+   forgotten text) is relabelled, or cleared on a dissolved cluster (kept as history).
+   Deleted memories leave every cluster's record of its last crystallisation attempt, and
+   an attempt that saw a deleted or rebuilt memory loses its reason (gate reasons quote text).
+3. **Skills**: every version (current or superseded) whose evidence includes a deleted
+   or rebuilt memory is deleted, row and directory (SKILL.md, _meta.json); so is every
+   version of a slug made of forgotten text, and the slug leaves the clusters and the
+   other skills' superseded lists. A cluster whose current skill went gets a new one from
+   its remaining members through the Skill Hub's normal path (synthesis, redaction, the
+   quality gate, a version numbered after the withdrawn ones), or, below
+   ``crystallization_threshold`` members (or refused by the gate), is left without one
+   ("retired"): it crystallises again when it regains critical mass. The re-synthesis runs
+   last, once everything forgotten is gone; if it fails, the cluster is left ready for the
+   next skill evolution.
+4. **Files**: skill directories whose ``_meta.json`` cites a deleted or rebuilt memory;
+   SFT exports holding forgotten segments are rewritten without them or deleted
+   (``ultron.sft.export.remove_from_exports``); forgotten session files that lie under
+   ULTRON_HOME (API uploads, an inbox inside it) are deleted, others are listed in the
+   report (an inbox refresh would ingest them again).
+5. Optionally **VACUUM** (FULL) the changed tables: until then PostgreSQL keeps the deleted
+   rows' bytes in its data files (pgdata/), unreachable but on disk.
+
+Clustering and skill evolution are held off for the duration (their locks), so neither
+can write a label or a skill from a snapshot that still had the forgotten data. The
+Dagster partitions of forgotten sessions are returned (``partitions``); the Dagster side
+removes them (the domain library never imports Dagster).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ultron.context import ServiceContext
+from ultron.db import clusters as cluster_store
+from ultron.db import forget as store
+from ultron.db import skills as skill_store
+from ultron.db import vectors as vector_store
+from ultron.heuristics import topics
+from ultron.memory.service import ForgetResult, MemoryService
+from ultron.sft.export import remove_from_exports
+from ultron.skills.service import SkillService
+from ultron.skills.versioning import slugify
+
+log = logging.getLogger("ultron.forget")
+
+#: The counts forget always returned, first in the report.
+LEGACY_KEYS = ("contributions", "memories_deleted", "memories_rebuilt", "segments", "sessions", "raw_uploads")
+VACUUM_NOTE = ("PostgreSQL keeps deleted rows in its data files until VACUUM rewrites them "
+               "(`ultron forget --vacuum`, or VACUUM FULL on the tables)")
+
+
+@dataclass
+class _Clusters:
+    updated: set[str] = field(default_factory=set)
+    dissolved: set[str] = field(default_factory=set)
+    topics_cleared: int = 0
+    changed: set[str] = field(default_factory=set)  # every cluster row written
+
+
+@dataclass
+class _Skills:
+    versions_deleted: int = 0
+    resynthesize: list[str] = field(default_factory=list)  # cluster ids
+    burned: dict[str, list[str]] = field(default_factory=dict)  # slug -> deleted versions
+    retired: int = 0
+    dirs: list[Path] = field(default_factory=list)
+    tainted_slugs: set[str] = field(default_factory=set)
+    clusters_changed: set[str] = field(default_factory=set)
+
+
+def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment_id: str | None = None,
+           session_file: str | None = None, agent_id: str | None = None, *, vacuum: bool = False,
+           memory: MemoryService | None = None, skills: SkillService | None = None) -> dict[str, Any]:
+    """Forget these memories / this segment / this session file / this agent everywhere
+    (see the module docstring). Returns the report:
+
+    ``contributions, memories_deleted, memories_rebuilt, segments, sessions, raw_uploads``
+    (the counts forget always gave), ``tables`` ({table: {"deleted", "updated"}}),
+    ``clusters`` ({"updated", "dissolved", "topics_cleared"}), ``skills``
+    ({"resynthesized", "retired", "versions_deleted"}), ``files`` ({"skill_md",
+    "meta_json", "sft_export", "session_file"}: files deleted or rewritten), ``sft``
+    ({"exports_rewritten", "exports_deleted", "examples_removed"}), ``partitions`` (the
+    Dagster partition keys of the forgotten sessions), ``kept_on_disk`` (forgotten
+    session files outside ULTRON_HOME, left alone) and ``vacuumed`` (tables VACUUMed)."""
+    if not any((memory_ids, segment_id, session_file, agent_id)):
+        raise ValueError("say what to forget: memory_ids, segment_id, session_file or agent_id")
+    memory = memory or MemoryService(ctx)
+    skills = skills or SkillService(ctx)
+    settings = ctx.settings
+    engine = ctx.db.engine
+    with engine.connect() as holder:
+        # No clustering run or skill evolution in between: both work from snapshots.
+        cluster_store.lock_run(holder)
+        skill_store.lock_evolution(holder)
+        holder.commit()
+        try:
+            with engine.begin() as conn:
+                cluster_store.lock_for_batch_write(conn)
+                mem = memory.forget_in(conn, memory_ids, segment_id, session_file, agent_id)
+                gone_terms = _gone_terms(conn, mem)
+                clusters = _forget_in_clusters(conn, mem, gone_terms)
+                plan = _forget_in_skills(conn, mem, gone_terms, settings.crystallization_threshold,
+                                         settings.skills_dir)
+                # Files last, inside the transaction: if the commit fails, forget can simply run again.
+                files = _remove_skill_dirs(settings.skills_dir, plan.dirs,
+                                           set(mem.deleted_memories) | set(mem.rebuilt_memories), plan.tainted_slugs)
+            sft = {"rewritten": 0, "deleted": 0, "examples": 0}
+            if segment_id or session_file or agent_id:
+                sft = remove_from_exports(settings.sft_dir, segment_ids=mem.segment_ids, session_file=session_file,
+                                          agent_id=agent_id)
+            session_files, kept = _remove_session_files(settings, mem)
+            published = _resynthesize(skills, plan)
+        finally:
+            skill_store.unlock_evolution(holder)
+            cluster_store.unlock_run(holder)
+            holder.commit()
+    retired = plan.retired + len(plan.resynthesize) - published
+
+    tables = {t: dict(mem.tables.get(t, {"deleted": 0, "updated": 0})) for t in store.TABLES}
+    tables["knowledge_clusters"]["updated"] = len(clusters.changed | plan.clusters_changed)
+    tables["skills"] = {"deleted": plan.versions_deleted, "updated": published}
+    report: dict[str, Any] = {k: mem.counts.get(k, 0) for k in LEGACY_KEYS}
+    report.update({
+        "tables": tables,
+        "clusters": {"updated": len(clusters.updated), "dissolved": len(clusters.dissolved),
+                     "topics_cleared": clusters.topics_cleared},
+        "skills": {"resynthesized": published, "retired": retired, "versions_deleted": plan.versions_deleted},
+        "files": {**files, "sft_export": sft["rewritten"] + sft["deleted"], "session_file": session_files},
+        "sft": {"exports_rewritten": sft["rewritten"], "exports_deleted": sft["deleted"],
+                "examples_removed": sft["examples"]},
+        "partitions": sorted({s["partition_key"] for s in mem.sessions if s["partition_key"]}),
+        "kept_on_disk": kept,
+        "vacuumed": [],
+    })
+    if vacuum:
+        report["vacuumed"] = store.vacuum(engine, [t for t, n in tables.items() if n["deleted"] or n["updated"]])
+    log.info("forgot: %s; clusters %s; skills %s; files %s",
+             {t: n for t, n in tables.items() if n["deleted"] or n["updated"]}, report["clusters"],
+             report["skills"], report["files"])
+    return report
+
+
+def _resynthesize(skills: SkillService, plan: _Skills) -> int:
+    """Rebuild the withdrawn skills from what their clusters keep; returns how many were
+    published. Everything forgotten is gone by now: a failure here only means a skill is
+    not rebuilt yet (its cluster is left ready, so the next skill evolution tries again)."""
+    if not plan.resynthesize:
+        return 0
+    try:
+        evolution = skills.evolve_clusters(plan.resynthesize, burned_versions=plan.burned)
+    except Exception:  # noqa: BLE001 - the forgetting is done; the rebuild waits for the next evolution
+        log.exception("forget: re-synthesising %d skill(s) failed; the next skill evolution retries",
+                      len(plan.resynthesize))
+        return 0
+    for entry in evolution.failed + evolution.not_better + evolution.skipped:
+        log.info("forget: cluster %s keeps no skill: %s", str(entry.get("cluster_id", ""))[:8],
+                 entry.get("reason", ""))
+    return len(evolution.published)
+
+
+def anything_forgotten(report: dict[str, Any]) -> bool:
+    """Whether a forget report says something was deleted or changed."""
+    return bool(any(report.get(k) for k in LEGACY_KEYS)
+                or any(n["deleted"] or n["updated"] for n in report.get("tables", {}).values())
+                or any(report.get("files", {}).values()) or report.get("partitions"))
+
+
+# -- labels built from forgotten text ------------------------------------------------------
+
+
+def _gone_terms(conn, mem: ForgetResult) -> set[str]:
+    """Terms of the forgotten text that labels or slugs use and that the store no longer
+    holds anywhere: a topic or slug made of one was built from forgotten data."""
+    forgotten: set[str] = set()
+    for text in mem.forgotten_text:
+        if text:
+            forgotten.update(topics.terms(text))
+    if not forgotten:
+        return set()
+    candidates = {t for row in store.cluster_topics(conn) for t in topics.terms(row["topic"]) if t in forgotten}
+    forms = {t: slugify(t, fallback="") for t in forgotten}
+    for slug in store.all_slugs(conn):
+        padded = f"-{slug}-"
+        candidates |= {t for t, form in forms.items() if form and f"-{form}-" in padded}
+    return candidates - store.surviving_terms(conn, sorted(candidates))
+
+
+def _tainted(text: str, gone_terms: set[str]) -> bool:
+    return bool(gone_terms) and not gone_terms.isdisjoint(topics.terms(text or ""))
+
+
+def _tainted_slug(slug: str, gone_terms: set[str]) -> bool:
+    padded = f"-{slug}-"
+    return any((form := slugify(t, fallback="")) and f"-{form}-" in padded for t in gone_terms)
+
+
+# -- clusters ------------------------------------------------------------------------------
+
+
+def _forget_in_clusters(conn, mem: ForgetResult, gone_terms: set[str]) -> _Clusters:
+    out = _Clusters()
+    tainted = {r["id"] for r in store.cluster_topics(conn) if _tainted(r["topic"], gone_terms)}
+    rows = cluster_store.cluster_rows(conn, sorted(mem.clusters | tainted), lock=True)
+    active = [cid for cid, r in rows.items() if r["status"] == "active"]
+    history = [cid for cid, r in rows.items() if r["status"] != "active" and cid in tainted]
+    members = store.active_members(conn, active)
+    means = vector_store.member_means(conn, [cid for cid in active if cid in members])
+    keep = [cid for cid in active if cid in members and float(np.linalg.norm(means.get(cid, 0.0))) > 0]
+    empty = [cid for cid in active if cid not in keep]
+    cluster_store.dissolve(conn, empty)
+    out.dissolved.update(empty)
+    out.topics_cleared = store.blank_topics(conn, empty + history)
+    if keep:
+        # The rules labeller, measured against the whole active store as a batch run does.
+        texts = cluster_store.member_texts(conn)
+        doc_terms = {mid: topics.terms(topics.member_text(t["content"], t["context"], t["resolution"],
+                                                          t["tags"] or [])) for mid, t in texts.items()}
+        fallback = {cid: topics.short_text(texts.get(members[cid][0], {}).get("summary_l0") or "", 60)
+                    for cid in keep}
+        labels = topics.rules_labels({cid: members[cid] for cid in keep}, doc_terms, fallback)
+        cluster_store.update_clusters(conn, [
+            {"id": cid, "topic": labels[cid], "centroid": means[cid] / np.linalg.norm(means[cid])} for cid in keep])
+        out.updated.update(keep)
+    cluster_store.refresh_sizes(conn)
+    stripped = store.strip_attempt_members(conn, mem.deleted_memories,
+                                           sorted(set(mem.deleted_memories) | set(mem.rebuilt_memories)))
+    out.changed = set(empty) | set(keep) | set(history) | stripped
+    return out
+
+
+# -- skills --------------------------------------------------------------------------------
+
+
+def _forget_in_skills(conn, mem: ForgetResult, gone_terms: set[str], threshold: int, root: Path) -> _Skills:
+    out = _Skills()
+    affected = sorted(set(mem.deleted_memories) | set(mem.rebuilt_memories))
+    out.tainted_slugs = {s for s in store.all_slugs(conn) if _tainted_slug(s, gone_terms)}
+    rows = store.skill_versions_reached(conn, affected, sorted(out.tainted_slugs))
+    # the clusters whose current skill goes, found before any slug is dropped
+    owners = []
+    for r in rows:
+        if r["status"] == "current":
+            owners.append((r["slug"], store.cluster_of_slug(conn, r["slug"])))
+    out.versions_deleted = store.delete_skill_rows(conn, [r["id"] for r in rows])
+    out.clusters_changed |= store.drop_slugs(conn, sorted(out.tainted_slugs))
+    for r in rows:
+        out.dirs.append(_skill_dir(root, r))
+        if r["slug"] not in out.tainted_slugs:
+            out.burned.setdefault(r["slug"], []).append(r["version"])
+    for slug, cluster in owners:
+        if cluster is None:  # its cluster was dissolved or merged away: nothing to rebuild it from
+            out.retired += 1
+            continue
+        members = store.active_members(conn, [cluster["id"]]).get(cluster["id"], [])
+        if len(members) >= threshold:
+            out.resynthesize.append(cluster["id"])
+            out.clusters_changed.add(cluster["id"])
+            continue
+        keep_slug = slug if slug not in out.tainted_slugs and store.versions_left(conn, slug) else None
+        store.retire_cluster_skill(conn, cluster["id"], members,
+                                   f"forget: {len(members)} active members left, fewer than the {threshold} "
+                                   "a skill needs", keep_slug)
+        out.clusters_changed.add(cluster["id"])
+        out.retired += 1
+    store.clear_attempts(conn, out.resynthesize)
+    return out
+
+
+def _skill_dir(root: Path, row: dict[str, Any]) -> Path:
+    """Where a version's files are: its recorded path when that lies in the skills
+    directory, else ``{slug}-{version}`` there."""
+    default = root / f"{row['slug']}-{row['version']}"
+    if row.get("path") and _inside(Path(row["path"]), root):
+        return Path(row["path"])
+    return default
+
+
+def _inside(path: Path, root: Path) -> bool:
+    path, root = Path(os.path.abspath(path)), Path(os.path.abspath(root))
+    return root in path.parents
+
+
+def _remove_skill_dirs(root: Path, dirs: list[Path], affected: set[str], tainted_slugs: set[str]) -> dict[str, int]:
+    """Remove the deleted versions' directories, and any other skill directory (a leftover
+    without a row) whose _meta.json cites an affected memory or whose name is a forgotten
+    slug. Runs before any skill is re-synthesised, whose new files cite rebuilt memories."""
+    out = {"skill_md": 0, "meta_json": 0}
+    doomed = {Path(os.path.abspath(d)) for d in dirs}
+    if root.is_dir():
+        for d in root.iterdir():
+            if d.name.startswith(".") or d.is_symlink() or not d.is_dir():
+                continue
+            if any(d.name.startswith(f"{s}-") and d.name[len(s) + 1:][:1].isdigit() for s in tainted_slugs):
+                doomed.add(Path(os.path.abspath(d)))
+                continue
+            try:
+                cited = set(json.loads((d / "_meta.json").read_text(encoding="utf-8")).get("memory_ids") or [])
+            except (OSError, ValueError, AttributeError, TypeError):
+                continue
+            if cited & affected:
+                doomed.add(Path(os.path.abspath(d)))
+    for d in sorted(doomed):
+        if not d.is_dir() or not _inside(d, root):
+            continue
+        out["skill_md"] += (d / "SKILL.md").is_file()
+        out["meta_json"] += (d / "_meta.json").is_file()
+        shutil.rmtree(d)
+    if doomed:
+        log.info("forget: removed %d skill director%s", len(doomed), "y" if len(doomed) == 1 else "ies")
+    return out
+
+
+# -- session files -------------------------------------------------------------------------
+
+
+def _remove_session_files(settings, mem: ForgetResult) -> tuple[int, list[str]]:
+    """Forgotten session files under ULTRON_HOME (API uploads, an inbox inside it) are
+    deleted; the others are the user's, left alone and listed."""
+    removed, kept = 0, []
+    home, pgdata = Path(os.path.abspath(settings.home)), Path(os.path.abspath(settings.pgdata))
+    for raw in sorted({s["session_file"] for s in mem.sessions} | set(mem.archived_paths)):
+        path = Path(os.path.abspath(raw))
+        if home in path.parents and pgdata not in path.parents:
+            if path.is_file() or path.is_symlink():
+                path.unlink()
+                removed += 1
+                _prune_empty_parents(path.parent, home)
+        elif path.exists():
+            kept.append(raw)
+    if removed:
+        log.info("forget: deleted %d session file%s under ULTRON_HOME", removed, "" if removed == 1 else "s")
+    return removed, kept
+
+
+def _prune_empty_parents(directory: Path, home: Path) -> None:
+    """Directories left empty by a deleted session file go too (``uploads/{agent_id}/`` is
+    named after the agent), up to the top-level ones (``inbox/``, ``uploads/``)."""
+    while directory.parent != home and home in directory.parents:
+        try:
+            directory.rmdir()  # only when empty
+        except OSError:
+            return
+        directory = directory.parent
