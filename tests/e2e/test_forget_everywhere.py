@@ -390,3 +390,31 @@ def test_a_rebuilt_memory_with_contributions_from_before_0004_drops_only_the_for
     out = _remaining_provenance(record, [contribution("kept", "seg-kept-1", ["agent:kept", "git"], (4, 6))],
                                 [contribution("gone", "seg-gone-1", ["agent:gone", "docker"])])
     assert out["tags"] == ["agent:kept", "git"] and (out["start_line"], out["end_line"]) == (4, 6)
+
+
+def test_planted_secrets_reach_no_skill_no_export_and_no_row_outside_the_raw_archive(client, svc):
+    """Secrets of every family, in the error and in the fix of sessions that crystallise into
+    a skill and go to an SFT export, are found afterwards only in the raw archive."""
+    from ultron.testing.secret_corpus import generate
+
+    corpus = generate(seed=5, samples_per_format=1)
+    by_family: dict[str, str] = {}
+    for case in corpus.secrets:  # one secret per family, the kind a log line would show
+        if case.family not in by_family and len(case.secrets) == 1 and "\n" not in case.secrets[0]:
+            by_family[case.family] = case.secrets[0]
+    planted = list(by_family.values())[:6]
+    theme = marker("theme")
+    sessions = {f"{s[0]}.jsonl": failing_session(theme, *s, extra=f"(credential {planted[i]})")
+                for i, s in enumerate(SERVICES[:6])}
+    ingest(svc, sessions, AGENT)
+    pipeline(svc)
+    evolved = svc.run_skill_evolution()
+    assert len(evolved["published"]) == 1, evolved
+    export = svc.export_sft_dataset()
+    assert export.manifest["counts"]["exported"] == 6
+    assert len(planted) >= 6
+    for secret in planted:
+        # the raw archive keeps the original bytes (by design); nothing else does
+        assert set(rows_containing(svc.db, secret)) == {"raw_user_uploads"}, secret
+        # the session files themselves sit in the inbox; no skill, _meta.json or SFT file has it
+        assert [f for f in files_containing(svc.settings.home, secret) if "/inbox/" not in f] == [], secret
