@@ -11,6 +11,8 @@ from typing import Any, Sequence
 
 import sqlalchemy as sa
 
+from ultron.db.memories import session_condition
+
 #: Every table forget can change, in the order VACUUM visits them.
 TABLES = ("trajectory_records", "session_messages", "parse_problems", "raw_user_uploads", "task_segments",
           "memory_records", "memory_contributions", "knowledge_clusters", "skills")
@@ -19,24 +21,13 @@ TABLES = ("trajectory_records", "session_messages", "parse_problems", "raw_user_
 # -- sessions --------------------------------------------------------------------------
 
 
-def _session_condition(session_file: str | None, agent_id: str | None) -> tuple[str, dict[str, Any]]:
-    where, params = [], {}
-    if session_file:
-        where.append("r.session_file = :f")
-        params["f"] = session_file
-    if agent_id:
-        where.append("r.agent_id = :a")
-        params["a"] = agent_id
-    return " AND ".join(where), params
-
-
 def sessions_matching(conn: sa.Connection, *, session_file: str | None, agent_id: str | None
                       ) -> list[dict[str, Any]]:
     """The session rows of this file and/or agent, with how many parsed messages and parse
     problems go with them (ON DELETE CASCADE): read before they are deleted."""
     if not (session_file or agent_id):
         return []
-    cond, params = _session_condition(session_file, agent_id)
+    cond, params = session_condition(session_file, agent_id, "r.")
     rows = conn.execute(sa.text(
         f"""SELECT r.agent_id, r.session_file, r.partition_key,
                    (SELECT count(*) FROM session_messages m WHERE m.record_id = r.id) AS messages,
@@ -50,7 +41,7 @@ def archived_paths(conn: sa.Connection, *, session_file: str | None, agent_id: s
     their session row is gone)."""
     if not (session_file or agent_id):
         return []
-    cond, params = _session_condition(session_file, agent_id)
+    cond, params = session_condition(session_file, agent_id, "r.")
     cond = cond.replace("r.session_file", "r.source_path")
     return list(conn.execute(sa.text(
         f"SELECT DISTINCT r.source_path FROM raw_user_uploads r WHERE r.source_path IS NOT NULL AND {cond}"),
@@ -62,7 +53,7 @@ def segment_topics(conn: sa.Connection, *, segment_ids: Sequence[str], session_f
     """Topics of the segments forget deletes (text that labels may have been built from)."""
     where, params = ["s.id = ANY(:ids)"], {"ids": list(segment_ids)}
     if session_file or agent_id:
-        cond, more = _session_condition(session_file, agent_id)
+        cond, more = session_condition(session_file, agent_id, "r.")
         where.append(cond.replace("r.", "s."))
         params.update(more)
     return [t for t in conn.execute(sa.text(

@@ -330,14 +330,16 @@ def delete_records(conn: sa.Connection, ids: Sequence[str]) -> int:
     return conn.execute(sa.text("DELETE FROM memory_records WHERE id = ANY(:ids)"), {"ids": list(ids)}).rowcount
 
 
-def _session_condition(session_file: str | None, agent_id: str | None) -> tuple[str, dict[str, Any]]:
-    """Rows of this session file and/or this agent (at least one must be given)."""
+def session_condition(session_file: str | None, agent_id: str | None, alias: str = ""
+                      ) -> tuple[str, dict[str, Any]]:
+    """Rows of this session file and/or this agent (at least one must be given); ``alias``
+    qualifies the columns (``"r."``) when the query joins tables."""
     where, params = [], {}
     if session_file:
-        where.append("session_file = :f")
+        where.append(f"{alias}session_file = :f")
         params["f"] = session_file
     if agent_id:
-        where.append("agent_id = :a")
+        where.append(f"{alias}agent_id = :a")
         params["a"] = agent_id
     return " AND ".join(where), params
 
@@ -346,7 +348,7 @@ def segment_ids_for(conn: sa.Connection, *, segment_id: str | None, session_file
                     agent_id: str | None) -> list[str]:
     ids = {segment_id} if segment_id else set()
     if session_file or agent_id:
-        cond, params = _session_condition(session_file, agent_id)
+        cond, params = session_condition(session_file, agent_id)
         ids |= set(conn.execute(sa.text(f"SELECT id FROM task_segments WHERE {cond}"), params).scalars())
         # memories keep provenance even after their segment row was replaced
         ids |= set(conn.execute(sa.text(
@@ -459,7 +461,7 @@ def delete_sessions(conn: sa.Connection, *, segment_ids: Sequence[str], segment_
         return out
     if not (session_file or agent_id):
         return out
-    cond, params = _session_condition(session_file, agent_id)
+    cond, params = session_condition(session_file, agent_id)
     out["segments"] = conn.execute(sa.text(f"DELETE FROM task_segments WHERE {cond}"), params).rowcount
     # parsed messages and parse problems go with their session row (ON DELETE CASCADE)
     out["sessions"] = conn.execute(sa.text(f"DELETE FROM trajectory_records WHERE {cond}"), params).rowcount
