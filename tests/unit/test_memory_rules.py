@@ -18,7 +18,7 @@ from ultron.sessions.messages import Message
 from ultron.vocabulary import MEMORY_TYPES
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-KEYS = {"content", "context", "resolution", "tags", "kind", "tools_used", "confidence", "type_hint"}
+KEYS = {"content", "context", "resolution", "tags", "kind", "tools_used", "confidence", "type_hint", "confirmed"}
 
 
 # -- tiny message builders ------------------------------------------------------------------

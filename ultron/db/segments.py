@@ -187,11 +187,13 @@ def message_lines(conn: sa.Connection, agent_id: str, session_file: str) -> list
 
 def extractable_segments(conn: sa.Connection, limit: int, min_score: float,
                          partition_key: str | None = None) -> list[SegmentRow]:
-    """Labeled, not yet extracted, past the coarse score filter (read from the JSON)."""
+    """Labeled, not yet extracted, past the coarse score filter or teaching a lesson in the
+    user's words (both read from the JSON; ultron.memory.selection says why)."""
     sql = (f"SELECT {_JOINED_SEG_COLS} FROM task_segments s "
            "JOIN trajectory_records r ON r.agent_id = s.agent_id AND r.session_file = s.session_file "
            "WHERE s.labeled = 1 AND s.memory_extracted = 0 AND r.segmented = 1 "
-           "AND (CAST(s.quality_metrics AS jsonb) -> 'summary' ->> 'overall_score')::float >= :min")
+           "AND ((CAST(s.quality_metrics AS jsonb) -> 'summary' ->> 'overall_score')::float >= :min "
+           "OR (CAST(s.quality_metrics AS jsonb) -> 'summary' ->> 'teaches_lesson') = 'true')")
     params: dict[str, Any] = {"min": min_score, "limit": limit}
     if partition_key is not None:
         sql += " AND r.partition_key = :k"

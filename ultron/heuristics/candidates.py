@@ -90,6 +90,8 @@ def candidate(type_hint: str, kind: str, content: str, context: str, resolution:
         "tools_used": tools,
         "confidence": round(min(1.0, max(0.0, confidence)), 3),
         "type_hint": type_hint,
+        # the user stated or confirmed it: the memory gate's test for a low-scoring segment
+        "confirmed": False,
     }
 
 

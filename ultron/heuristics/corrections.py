@@ -33,6 +33,7 @@ from typing import Any
 from ultron.heuristics.candidates import CONTENT_CHARS, candidate
 from ultron.heuristics.episodes import ASKS, Call, Digest
 from ultron.heuristics.gists import arg_words, call_gist
+from ultron.heuristics.lessons import EXPLICIT_RULE, lesson_type, statement
 from ultron.heuristics.text import clip, sentences, words
 
 _I = re.IGNORECASE
@@ -61,6 +62,7 @@ _CORR_NO = re.compile(
     r"^\W*(?:no|nope)\b\s*[,.!:-]*\s*(?:(?:that'?s|it'?s|this is|that is) (?:wrong|not|incorrect)|use\b|not\b|"
     r"instead\b|i said\b|i meant\b|it should\b|you should\b|wrong\b|don'?t\b|do not\b)", _I)
 _BARE_NO = re.compile(r"^\W*(?:no|nope)\b\s*[,.!]", _I)
+_NO_BUT = re.compile(r"^\W*(?:no|nope|not|don'?t|do not|never|stop)\b", _I)
 _CLOSING = re.compile(
     r"^\W*(?:no|nope)\W+(?:thanks|thank you|worries|problem|that'?s (?:all|it|ok(?:ay)?|fine|alright|good|everything)|"
     r"it'?s (?:ok(?:ay)?|fine|alright)|need|further|more|nothing|i'?m good|all good)\b", _I)
@@ -70,7 +72,7 @@ _ACK = re.compile(
     r"\bsorry (?:for|about) (?:the|my) (?:mistake|error|confusion|oversight|misunderstanding)|"
     r"\bi (?:misunderstood|misread|was wrong|made a mistake)\b|\bgood (?:catch|point)\b|"
     r"\blet me (?:correct|fix) (?:that|this|it|my)\b|\bthanks for (?:the )?(?:correction|clarif)", _I)
-_ALTERNATIVE = re.compile(r"\b(?:use|instead|should|rather|prefer|want(?:ed)?|meant|need)\b", _I)
+_ALTERNATIVE = re.compile(r"\b(?:use|instead|should|rather|prefer|want(?:ed)?|meant|need|just|only|run|go with)\b", _I)
 _IMPERATIVE = re.compile(
     r"^\W*(?:please\s+)?(?:use|don'?t|do not|never|always|stop|avoid|make sure|run|put|keep|call|add|remove|"
     r"write|check|prefer)\b", _I)
@@ -108,6 +110,9 @@ def extract_corrections(d: Digest, task_type: str | None) -> tuple[list[dict[str
         rejected = [c for c in between if c.rejected and c.result_msg > last_asst]
         j, next_text = d.next_assistant_text(i)
         acked = bool(next_text and _ACK.search(next_text[:600]))
+        if EXPLICIT_RULE.search(text) and not rejected:
+            prev_user = i
+            continue                    # stated as a general rule: the stated-lesson rule's memory
         if not (rejected or acked or CORR_STRONG.search(text) or _CORR_MEDIUM.search(text)
                 or _BARE_NO.match(text)):
             prev_user = i
@@ -118,7 +123,9 @@ def extract_corrections(d: Digest, task_type: str | None) -> tuple[list[dict[str
         strong = [s for s in sents if CORR_STRONG.search(s) and not _SELF_OR_IF.search(s)]
         weak = [s for s in sents if CORR_STRONG.search(s) and _SELF_OR_IF.search(s)]
         if sents and sents[0] not in strong and (
-                _CORR_NO.search(text) or (not asked and _BARE_NO.match(text) and not _CLOSING.search(text))):
+                _CORR_NO.search(text) or (not asked and _BARE_NO.match(text) and not _CLOSING.search(text))
+                # "no / not X - use Y": a proposal turned down with the way to do it instead
+                or (_NO_BUT.match(text) and not _CLOSING.search(text) and _ALTERNATIVE.search(text))):
             strong.insert(0, sents[0])
         medium = [s for s in sents if s not in strong and (s in weak or _CORR_MEDIUM.search(s))]
         if strong:
@@ -181,7 +188,17 @@ def extract_corrections(d: Digest, task_type: str | None) -> tuple[list[dict[str
                 + (0.05 if _ALTERNATIVE.search(cue_text) else 0.0) + (0.05 if followed else 0.0)
                 - (0.05 if all(x.rstrip().endswith("?") for x in cue) else 0.0))
         kind = "procedural" if any(_IMPERATIVE.match(x) for x in cue) else "episodic"
-        context = d.task_context(last_asst, skip=text)
-        out.append(candidate("correction", kind, did, context, resolution, tools, conf, task_type, [text]))
+        # content is the lesson, stated as the user put it; what the agent did is its context
+        ranked = sorted(cue, key=lambda x: (not _ALTERNATIVE.search(x), x.rstrip().endswith("?")))
+        rule = statement(ranked[0]) if ranked else ""
+        if len(rule.split()) < 3:
+            rule = statement(" ".join(cue[:2]))
+        task = d.task_context(last_asst, skip=text)
+        context = " ".join(p for p in (task, f"The agent had: {did[len('Agent '):] if did.startswith('Agent ') else did}")
+                           if p)
+        typ = "security" if lesson_type(cue_text) == "security" else "correction"
+        c = candidate(typ, kind, rule or did, context, resolution, tools, conf, task_type, [text])
+        c["confirmed"] = base >= 0.5 or acked
+        out.append(c)
         used.add(i)
     return out, used

@@ -37,6 +37,7 @@ import re
 from typing import Any
 
 from ultron.heuristics.candidates import CONTENT_CHARS, candidate
+from ultron.heuristics.cues import is_security_lesson, user_confirms
 from ultron.heuristics.episodes import ASKS, READ_TOOL, Call, Digest
 from ultron.heuristics.gists import arg_similarity, call_gist, changed_gist
 from ultron.heuristics.text import RESULT_HEAD, RESULT_TAIL, clip, first_sentence, norm_key, sentences
@@ -48,7 +49,7 @@ _I = re.IGNORECASE
 
 EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|\s*$)")
 ERR_LINE = re.compile(
-    r"^\s*(?:error\b|\[error\]|fatal\b|npm ERR!|E\s{2,}\S|FAILED\b|failure\b|panic\b|"
+    r"\[error\]|\berror:|^\s*(?:error\b|fatal\b|npm ERR!|E\s{2,}\S|FAILED\b|failure\b|panic\b|"
     r"exception\b|cannot\b|could not\b|unable to\b)|"
     r"\b(?:command not found|No such file or directory|Permission denied|not found|"
     r"is not (?:available|allowed|defined|recognized)|does not exist|unknown (?:option|command|skill|argument)|"
@@ -56,7 +57,7 @@ ERR_LINE = re.compile(
 _TOOL_ERR_TAG = re.compile(r"</?tool_use_error>")
 _EXIT_LINE = re.compile(r"^\s*exit(?:ed with)? (?:code|status) -?\d+\s*$", _I)
 _ERR_PREFIX = re.compile(r"^\s*(?:error|err)\s*[:!-]\s*", _I)
-_SEC_ERR = re.compile(
+SEC_ERR = re.compile(
     r"permission denied|access denied|\beacces\b|\beperm\b|operation not permitted|\bforbidden\b|\b403\b|"
     r"\b401\b|unauthori[sz]ed|authentication (?:failed|required|error)|not authori[sz]ed|"
     r"invalid (?:token|credentials?|api[ _-]?key|password)|(?:bad|expired|revoked) (?:token|credentials?)|"
@@ -80,7 +81,7 @@ USER_SUCCESS = re.compile(
     r"\bgreat\b", _I)
 
 
-def _error_line(text: str) -> str:
+def error_line(text: str) -> str:
     """The informative line of an error result: an exception line (the last one of a
     traceback), else the first line that reads like an error, else the first line."""
     if not text:
@@ -102,22 +103,52 @@ def _error_line(text: str) -> str:
     return body[0]
 
 
+_OWN_STEP = re.compile(r"^\W*(?:let me|let's|i'?ll|i will|i'?m going to|first,? i|now i|next,? i|i need to check)\b", _I)
+_CAUSE = re.compile(
+    r"\bbecause\b|\bsince\b|\bdue to\b|\bmeans\b|\bmissing\b|\bnot (?:set|installed|available|supported|found|"
+    r"loaded|enough|in sync)\b|\bthe (?:issue|problem|error|cause|culprit|reason) (?:is|was)\b|\bhappens when\b|"
+    r"\bcaused by\b|\bdoesn'?t (?:exist|support|have|accept|match)\b|\bisn'?t\b|\bwasn'?t\b|\bout of (?:sync|date)\b|"
+    r"\brequires?\b|\bexpects?\b|\bonly (?:accepts?|works|supports?)\b|\bno longer\b|\bremoved in\b|\bdeprecated\b", _I)
+
+
 def _explanation(d: Digest, after_msg: int, before_msg: int) -> str:
-    """The agent's sentences between an error and its fix that explain cause or fix."""
-    picked: list[str] = []
+    """The agent's sentences between an error and its fix that explain its cause or fix:
+    a cause first, then a stated fix; the agent narrating its own next step ("let me
+    check ...") only when nothing else is said."""
+    ranked: list[tuple[int, int, str]] = []
+    n = 0
     for j in range(after_msg + 1, min(before_msg + 1, len(d.kind))):
         if d.kind[j] != "assistant" or not d.text[j]:
             continue
-        sents = [s for s in sentences(d.text[j][:1500]) if not ASKS.search(s) and not s.endswith(":")]
-        good = [s for s in sents if _CAUSE_CUE.search(s) or _FIX_CUE.search(s)]
-        for s in good or sents[:1]:
-            if len(s) >= 12 and s not in picked:
-                picked.append(s)
-            if len(picked) >= 2:
-                break
-        if len(picked) >= 2:
-            break
+        for s in sentences(d.text[j][:1500]):
+            if ASKS.search(s) or s.endswith(":") or len(s) < 12:
+                continue
+            own = bool(_OWN_STEP.match(s))
+            rank = 0 if _CAUSE.search(s) and not own else 1 if _FIX_CUE.search(s) and not own else \
+                2 if not own else 3 if _FIX_CUE.search(s) else 4
+            ranked.append((rank, n, s))
+            n += 1
+    picked = [s for rank, _, s in sorted(ranked)[:2] if rank < 4]
+    if not picked and ranked:
+        picked = [ranked[0][2]]
     return clip(" ".join(picked), 260)
+
+
+_SUMMARY_CUE = re.compile(
+    r"\b(?:root cause|cause|the (?:problem|issue|error|culprit|fix|solution) (?:was|is)|fix(?:ed)?|solution|"
+    r"because|resolved|works now|now (?:passes|works|builds|starts))\b", _I)
+
+
+def _closing_summary(d: Digest, after_msg: int, episode_end: int) -> str:
+    """The agent's wrap-up of the episode ("Cause: … Fix: …"), when it gives one: the most
+    reusable account of an error and its fix."""
+    for j in range(min(episode_end, len(d.kind)) - 1, after_msg, -1):
+        if d.kind[j] != "assistant" or not d.text[j] or d.msg_calls.get(j):
+            continue
+        picked = [s for s in sentences(d.text[j][:2500]) if _SUMMARY_CUE.search(s) and not ASKS.search(s)
+                  and len(s) >= 15 and not _OWN_STEP.match(s)]
+        return clip(" ".join(picked[:2]), 300)
+    return ""
 
 
 _DONE_VERB = re.compile(
@@ -185,7 +216,7 @@ def extract_errors(d: Digest, task_type: str | None) -> tuple[list[dict[str, Any
         fix, sim = _find_fix(d, err)
         if fix is not None:
             fixed.add(err.pos)
-        line = _error_line(err.result)
+        line = error_line(err.result)
         if not line:
             continue
         key = (err.name, norm_key(line))
@@ -194,7 +225,7 @@ def extract_errors(d: Digest, task_type: str | None) -> tuple[list[dict[str, Any
         done.add(key)
         # later failures with the same message belong to this memory
         repeats = [c for c in d.calls[err.pos + 1:] if c.error and c.name == err.name
-                   and norm_key(_error_line(c.result)) == key[1]]
+                   and norm_key(error_line(c.result)) == key[1]]
         if fix is not None:
             # a retry that failed the same way before the fix: the fix is judged from the last one
             before = [c for c in repeats if c.pos < fix.pos]
@@ -215,8 +246,7 @@ def extract_errors(d: Digest, task_type: str | None) -> tuple[list[dict[str, Any
         if len(repeats) > 0:
             context_parts.append(f"(failed {len(repeats) + 1} times)")
         context = " ".join(context_parts)
-        security = bool(_SEC_ERR.search(line))
-        type_hint = "security" if security else "error"
+        type_hint = "error"
         tools = [err.name]
         if fix is None:
             episode_end = d.episodes[last_err.episode][1] - 1 if last_err.episode < len(d.episodes) else len(d.kind)
@@ -256,7 +286,16 @@ def extract_errors(d: Digest, task_type: str | None) -> tuple[list[dict[str, Any
         if summary and summary not in expl:
             # right after the diagnosis: what was changed, in the agent's words, then the calls
             res_parts.insert(1 if expl else 0, summary if summary.endswith((".", "!")) else summary + ".")
+        episode_end = d.episodes[fix.episode][1] if fix.episode < len(d.episodes) else len(d.kind)
+        wrap_up = _closing_summary(d, fix.result_msg if fix.result_msg >= 0 else fix.msg, episode_end)
+        if wrap_up and wrap_up not in expl and wrap_up != summary:
+            res_parts.insert(0, wrap_up)      # the agent's own "cause / fix" account leads
+        lesson = wrap_up or summary or expl
+        if lesson:
+            content = clip(f"{content} — {lesson}", CONTENT_CHARS)
         resolution = " ".join(res_parts)
+        if is_security_lesson(resolution):
+            type_hint = "security"        # the fix is about a credential (rotate, revoke, keep it out of git)
         success = bool(_SUCCESS_WORD.search(fix.result[:600]) or _SUCCESS_WORD.search(after_text[:400])
                        or USER_SUCCESS.search(d.next_user_text(fix.result_msg)[:400]))
         recurred = any(c.pos > fix.pos for c in repeats)
@@ -265,6 +304,13 @@ def extract_errors(d: Digest, task_type: str | None) -> tuple[list[dict[str, Any
                 + (0.05 if expl else 0.0) + (0.05 if gap == 0 else 0.0) - (0.15 if recurred else 0.0)
                 - (0.05 if gap > 5 else 0.0))
         tools = [err.name] + [c.name for c in between] + [fix.name]
-        out.append(candidate(type_hint, "procedural", content, context, resolution, tools, conf, task_type,
-                           [err.raw[:400], fix.raw[:400], request]))
+        mem = candidate(type_hint, "procedural", content, context, resolution, tools, conf, task_type,
+                        [err.raw[:400], fix.raw[:400], request])
+        # the user saying it works now, after the fix and before asking anything new
+        # confirmed: the user says it works now, or the fix reports success and the error did not come back
+        later = [c for c in d.calls[fix.pos + 1:] if c.episode == fix.episode and not c.housekeeping]
+        mem["confirmed"] = not recurred and (
+            user_confirms(d.next_user_text(fix.result_msg if fix.result_msg >= 0 else fix.msg)) or success
+            or not any(c.error for c in later))      # nothing failed after the fix
+        out.append(mem)
     return out, fixed

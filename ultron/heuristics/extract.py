@@ -28,6 +28,8 @@ from ultron.heuristics.candidates import candidate, dedupe
 from ultron.heuristics.classify import classify_memory_type
 from ultron.heuristics.corrections import extract_corrections
 from ultron.heuristics.episodes import Digest
+from ultron.heuristics.cues import GAVE_UP
+from ultron.heuristics.lessons import WORKAROUND, extract_prose_fixes, extract_stated
 from ultron.heuristics.errors import ERR_LINE, EXC_LINE, extract_errors
 from ultron.heuristics.patterns import extract_patterns
 from ultron.heuristics.policies import extract_life
@@ -57,11 +59,57 @@ def extract_memories(messages: list[Message], *, task_type: str | None = None) -
     memories.extend(errors)
     corrections, used = extract_corrections(d, task_type)
     memories.extend(corrections)
+    stated, said = extract_stated(d, task_type, used)
+    memories.extend(stated)
+    memories.extend(extract_prose_fixes(d, task_type, fixed))
     memories.extend(extract_preferences(d, task_type, used))
-    memories.extend(extract_patterns(d, task_type, fixed))
+    corrected = used | {i for i in said if any(m["type_hint"] == "correction" for m in stated)}
+    memories.extend(extract_patterns(d, task_type, fixed, corrected))
     memories.extend(extract_security(d, task_type))
     memories.extend(extract_life(d, task_type))
+    _supersede_workarounds(memories)
+    _discount_if_abandoned(d, memories)
     return dedupe(memories)
+
+
+def _discount_if_abandoned(d: Digest, memories: list[dict[str, Any]]) -> None:
+    """The user gave up at the end ("forget it, I'll do it myself"): what the agent did
+    taught nothing, so its errors, procedures and weak corrections are not kept. A rule
+    or preference the user stated for good still is."""
+    last = next((d.text[i] for i in range(len(d.kind) - 1, -1, -1) if d.kind[i] == "user"), "")
+    if not last or not GAVE_UP.search(last[:600]):
+        return
+    for m in memories:
+        stated_for_good = m["type_hint"] in ("preference", "pattern", "security") and m.get("confirmed") \
+            and not m["tools_used"]
+        if stated_for_good:
+            continue
+        m["confidence"] = round(max(0.0, m["confidence"] - 0.35), 3)
+        m["confirmed"] = False
+
+
+def _supersede_workarounds(memories: list[dict[str, Any]]) -> None:
+    """A "sleep and retry" fix never outranks the rule the session states in its place:
+    when a stated rule exists, a workaround fix drops below it (usually below the
+    confidence floor)."""
+    rules = [m for m in memories if m["type_hint"] in ("pattern", "correction") and m.get("confirmed")]
+    if not rules:
+        return
+    top = max(m["confidence"] for m in rules)
+    for m in memories:
+        if m["type_hint"] in ("error", "pattern") and not m.get("confirmed") and WORKAROUND.search(m["resolution"]):
+            m["confidence"] = round(min(m["confidence"], top - 0.15, 0.45), 3)
+
+
+def lesson_signals(messages: list[Message], min_confidence: float = 0.5) -> dict[str, Any]:
+    """Does this segment teach a confirmed lesson? Stored with the segment's quality
+    (``summary.teaches_lesson``) so the memory gate (:mod:`ultron.memory.selection`) reads
+    a segment whose trajectory scored low but whose lesson the user stated or confirmed,
+    or whose fix reported success: a failed call is often the very reason for the lesson.
+    The rules' own extraction decides (a few milliseconds), so the gate and the offline
+    extractor never disagree."""
+    found = [m for m in extract_memories(messages) if m.get("confirmed") and m["confidence"] >= min_confidence]
+    return {"teaches_lesson": bool(found), "lesson_types": sorted({m["type_hint"] for m in found})}
 
 
 def extract_from_text(text: str) -> list[dict]:

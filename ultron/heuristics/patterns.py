@@ -23,6 +23,7 @@ from typing import Any
 
 from ultron.heuristics.candidates import CONTENT_CHARS, RESOLUTION_CHARS, candidate
 from ultron.heuristics.episodes import CONTINUE, READ_TOOL, Call, Digest, is_closing
+from ultron.heuristics.cues import is_security_lesson, user_confirms
 from ultron.heuristics.errors import USER_SUCCESS
 from ultron.heuristics.gists import COMMAND_KEYS, arg_gist
 from ultron.heuristics.text import clip, first_sentence
@@ -41,7 +42,10 @@ _COMPLETION = re.compile(
     r"cancell?ed|modified|all (?:set|good|tests pass)|is ready|now works|works|has been \w+ed)\b|✓", _I)
 
 
-def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int]) -> list[dict[str, Any]]:
+def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
+                     corrected: set[int] = frozenset()) -> list[dict[str, Any]]:
+    """``corrected``: user messages that correct the agent; an episode holding one, or
+    followed by one, did not do it the way the user wanted, so it is no procedure."""
     out: list[dict[str, Any]] = []
     by_episode: dict[int, list[Call]] = {}
     for c in d.calls:
@@ -52,6 +56,8 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int]) -
         work = [c for c in calls if not c.housekeeping]
         ok = [c for c in work if c.error is False]
         if len(ok) < PATTERN_MIN_CALLS:
+            continue
+        if any(j in corrected for j in range(s, e)) or _next_user(d, e) in corrected:
             continue
         # ends with an assistant text answer
         last = -1
@@ -114,6 +120,13 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int]) -
                   and not CONTINUE.match(d.text[j]) and not is_closing(d.text[j])][:2]
         context = " ".join([f"Also asked: {clip(' / '.join(follow), 300)}"] if follow else []) + (
             f" Outcome: {outcome}" if outcome else "")
-        out.append(candidate("pattern", "procedural", clip(goal, CONTENT_CHARS), context, resolution, tools,
-                             conf, task_type, [c.raw[:300] for c in ok[:8]]))
+        typ = "security" if is_security_lesson(goal + " " + final[:600]) else "pattern"
+        mem = candidate(typ, "procedural", clip(goal, CONTENT_CHARS), context, resolution, tools,
+                        conf, task_type, [c.raw[:300] for c in ok[:8]])
+        mem["confirmed"] = user_confirms(user_after) or bool(USER_SUCCESS.search(user_after[:400]))
+        out.append(mem)
     return out
+
+
+def _next_user(d: Digest, start: int) -> int:
+    return next((j for j in range(start, len(d.kind)) if d.kind[j] == "user"), -1)

@@ -100,6 +100,6 @@ def extract_life(d: Digest, task_type: str | None) -> list[dict[str, Any]]:
     out = []
     for conf, _, x, best, i in sorted(cands.values(), key=lambda t: (-t[0], t[1]))[:MAX_LIFE_PER_SEGMENT]:
         request = d.request_before(i)
-        out.append(candidate("life", "episodic", x, ("User: " + clip(request, 300)) if request else "",
+        out.append(candidate("pattern", "procedural", x, ("User: " + clip(request, 300)) if request else "",
                            ("Policy: " + best) if best else "", [], conf, task_type, []))
     return out

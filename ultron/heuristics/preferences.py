@@ -25,6 +25,7 @@ from typing import Any
 from ultron.heuristics.candidates import candidate
 from ultron.heuristics.corrections import CORR_STRONG
 from ultron.heuristics.episodes import Call, Digest
+from ultron.heuristics.lessons import is_standing, lesson_type
 from ultron.heuristics.gists import arg_gist, arg_words, call_gist, short_value
 from ultron.heuristics.text import clip, sentences, words
 
@@ -47,6 +48,7 @@ PREF_CUE_START = re.compile(
 _SITUATIONAL = re.compile(
     r"\bi'd\b|\bi would\b|\b(?:this|that|these|those|here|now|today|tomorrow|current|for the|for my|"
     r"on (?:the|my)|if|unless)\b", _I)
+_GENERAL = re.compile(r"\b(?:generally|in general|usually|as a rule|always|never|in all|any|every)\b", _I)
 _CONDITIONAL = re.compile(r"\b(?:if|unless|in case)\b", _I)
 _PRONOUN_LEAD = re.compile(r"^(?:i(?:'d| would)?\s+(?:really |strongly |much |generally |also )?)", _I)
 
@@ -65,16 +67,18 @@ def extract_preferences(d: Digest, task_type: str | None, skip: set[int]) -> lis
                 continue
             if i in skip and CORR_STRONG.search(s):
                 continue          # already a correction
+            if is_standing(s):
+                continue          # a stated rule, convention or security rule (ultron.heuristics.lessons)
             m = PREF_STANDING.search(s)
             if m:
                 base, kind = 0.75, "procedural"
             else:
-                for rx, b in ((PREF_EXPLICIT, 0.60), (PREF_LIKE, 0.50), (_PREF_WANT, 0.45)):
+                for rx, b in ((PREF_EXPLICIT, 0.60), (PREF_LIKE, 0.50)):
                     m = rx.search(s)
                     if m:
                         # "I prefer X" states a lasting taste; "I'd prefer ..." or one about
                         # this very task is situational
-                        general = rx is not _PREF_WANT and not _SITUATIONAL.search(s)
+                        general = not _SITUATIONAL.search(s) or bool(_GENERAL.search(s))
                         base, kind = b, ("procedural" if general else "episodic")
                         break
             if not m:
@@ -100,11 +104,16 @@ def extract_preferences(d: Digest, task_type: str | None, skip: set[int]) -> lis
                 tools.append(c.name)
                 break
             conf = (base + (0.10 if applied else 0.0) - (0.10 if _CONDITIONAL.search(s) else 0.0)
+                    - (0.15 if kind == "episodic" else 0.0)         # about this task only: no lasting lesson
                     - (0.10 if s.rstrip().endswith("?") else 0.0))
             others = [x for x in sentences(d.text[i]) if x != s]
             context = d.task_context(i, skip=d.text[i])
             if not context and others:
                 context = "Said with: " + clip(" ".join(others), 300)
             resolution = clip(directive, 300) + (f" Applied: {applied}" if applied else "")
-            out.append(candidate("preference", kind, s, context, resolution, tools, conf, task_type, [d.text[i]]))
+            typ = lesson_type(s)
+            c = candidate(typ if typ in ("security", "correction") else "preference", kind, s, context, resolution,
+                          tools, conf, task_type, [d.text[i]])
+            c["confirmed"] = True             # the user said it
+            out.append(c)
     return out

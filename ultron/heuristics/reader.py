@@ -82,7 +82,8 @@ _ERR_HEAD = re.compile(
 _ERR_STRONG = re.compile(
     r"Traceback \(most recent call last\)|^\s*\w+(?:Error|Exception): |<tool_use_error>|"
     r"\bcommand not found\b|No such file or directory|Permission denied|"
-    r"\bexit(?:ed with)? (?:code|status) [1-9]\d*|\bnpm ERR!|^FAILED |^E\s{3}|\bSegmentation fault", re.MULTILINE)
+    r"\bexit(?:ed with)? (?:code|status) [1-9]\d*|\bnpm ERR!|^FAILED |^E\s{3}|\bSegmentation fault|"
+    r"^(?:error|fatal|ERROR|FATAL)(?:\[\w+\])?: |! \[(?:remote )?rejected\]|Error response from daemon", re.MULTILINE)
 _ERR_SHORT = re.compile(r"(?<!\b0 )(?<!\bno )\b(?:errors?|exception|failed|failures?|not found|invalid|denied|"
                         r"unauthori[sz]ed|forbidden)\b", _I)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ultron.db import segments as segment_store
 from ultron.llm.errors import LLMError
+from ultron.memory import selection
 from ultron.memory.service import MemoryService, Provenance
 
 
@@ -30,8 +31,9 @@ def extract_from_segments(memory: MemoryService, batch_size: int = 50, *, partit
                           ) -> list[SegmentExtraction]:
     """Memories from memory-eligible segments not yet extracted.
 
-    The query keeps only segments whose overall_score is at or above
-    ULTRON_TRAJECTORY_MEMORY_SCORE_THRESHOLD (TrajectoryService.is_memory_eligible's test)."""
+    The query keeps segments whose overall_score is at or above
+    ULTRON_TRAJECTORY_MEMORY_SCORE_THRESHOLD, or that teach a lesson in the user's words
+    (:mod:`ultron.memory.selection`, which also picks the candidates kept)."""
     with memory.db.engine.connect() as conn:
         segs = segment_store.extractable_segments(conn, batch_size, memory.settings.trajectory_memory_score_threshold,
                                                   partition_key)
@@ -49,7 +51,7 @@ def _extract_segment(memory: MemoryService, seg: segment_store.SegmentRow, resul
         messages = segment_store.segment_messages(conn, seg)
     try:
         candidates = memory.provider.extract_memories(messages, task_type)
-        keep = [c for c in candidates if c["confidence"] >= memory.settings.memory_min_confidence]
+        keep = selection.select(candidates, (seg.metrics or {}).get("summary"), memory.settings)
         result.dropped_low_confidence = len(candidates) - len(keep)
         standard = ["trajectory", f"type:{task_type or 'other'}", f"segment:{seg.id[:8]}", f"agent:{seg.agent_id}"]
         prepared = []

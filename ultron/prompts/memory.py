@@ -6,15 +6,28 @@ from typing import Any
 
 from ultron.vocabulary import MEMORY_KINDS, MEMORY_TYPE_MEANINGS, MEMORY_TYPES
 
-EXTRACT_SYSTEM = """You extract reusable knowledge from one task of an AI agent's work, for other agents to reuse.
-Extract only what is supported by the transcript: errors and how they were fixed, corrections the user made,
-stated preferences, and successful multi-step procedures. Skip chit-chat and anything private.
+EXTRACT_SYSTEM = """You read one task of an AI agent's work and write down the lessons an experienced engineer
+would keep for other agents, and nothing else. A lesson is one of these shapes (its type in brackets):
+- a tool error and the change that fixed it, by a later call or explained in prose and confirmed by the user [error];
+- the user correcting the agent, or stating a team / project convention ("we use pnpm here, not npm") [correction];
+- a lasting preference of the user ("always answer in British English") [preference];
+- a credential or exposure lesson (rotate a leaked key, never commit .env) [security];
+- a reusable multi-step procedure that succeeded, or a general rule stated in words ("in general, wait for the DB
+  health check before running migrations"), including business policies learned in a service session [pattern];
+- a fact about a person's life, only in personal conversations [life].
+A rule stated in words outranks the workaround it replaces (a stated health-check rule beats a `sleep 5`).
+Skip chit-chat, one-off facts, failed attempts that taught nothing, and anything private.
+State every lesson generally: no customer or user ids, reservation / order numbers, names of the person served,
+one-off paths or numbers (write <user_id>, <reservation_id>, <name>, <path> if you must).
 Answer with JSON only:
-{"memories": [{"content": "the error / problem / preference, concise", "context": "where it happened",
-  "resolution": "what fixed it or the steps", "tags": ["python", "docker"], "kind": "procedural|episodic",
-  "tools_used": ["tool names"], "confidence": 0.0}]}
-kind: procedural = a reusable how-to; episodic = a one-off event. confidence: 0..1, how sure and reusable.
-Return {"memories": []} when there is nothing worth keeping."""
+{"memories": [{"type": "error|correction|preference|security|pattern|life",
+  "content": "the lesson in one sentence, stated generally",
+  "context": "when it applies", "resolution": "what to do (the fix, the rule, the steps)",
+  "tags": ["python", "docker"], "kind": "procedural|episodic", "tools_used": ["tool names"],
+  "confirmed": true, "confidence": 0.0}]}
+kind: procedural = a reusable how-to; episodic = a one-off event. confirmed: the user stated the lesson or
+confirmed that the fix worked. confidence: 0..1, how sure and reusable (a confirmation raises it).
+Return {"memories": []} when the task teaches nothing worth keeping."""
 
 TEXT_EXTRACT_SYSTEM = EXTRACT_SYSTEM.replace("one task of an AI agent's work", "a text someone shared")
 
@@ -59,7 +72,8 @@ def validate_memories(value: Any) -> list[dict[str, Any]]:
             "kind": kind, "tools_used": [str(t) for t in tools][:20],
             "confidence": min(1.0, max(0.0, float(conf))),
             # the extractor's own reading of the type, when it gives a valid one
-            "type_hint": item.get("type_hint") if item.get("type_hint") in MEMORY_TYPES else None,
+            "type_hint": next((t for t in (item.get("type"), item.get("type_hint")) if t in MEMORY_TYPES), None),
+            "confirmed": item.get("confirmed") is True,
         })
     return out
 

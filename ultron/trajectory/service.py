@@ -16,6 +16,7 @@ from typing import Any
 from ultron.context import ServiceContext
 from ultron.db import segments as store
 from ultron.db import sessions as session_store
+from ultron.heuristics.extract import lesson_signals
 from ultron.heuristics.quality import score_trajectory
 from ultron.llm.errors import LLMError
 from ultron.llm.usage import LLMUsage
@@ -159,6 +160,7 @@ class TrajectoryService:
             out.reason = f"quality analysis failed: {type(exc).__name__}: {exc}"
             return out
         metrics["summary"]["scored_by"] = self.provider.name
+        metrics["summary"].update(lesson_signals(messages, self.settings.memory_min_confidence))
         with self.db.engine.begin() as conn:
             store.save_label(conn, seg.id, metrics)
         out.status = "labeled"

@@ -1,0 +1,61 @@
+"""Cues more than one rule reads: the user confirming a fix, and what a security lesson is about.
+
+Kept apart so the error rule and the stated-lesson rule (:mod:`.lessons`) read the
+same words without importing each other.
+"""
+
+from __future__ import annotations
+
+import re
+
+_I = re.IGNORECASE
+
+# -- the user saying it worked ----------------------------------------------------------
+CONFIRM = re.compile(
+    r"\b(?:did it|did the trick|does the trick|fixed it|solved it|sorted it|sorted now|was it|nailed it|that'?s the fix|"
+    r"that'?s what it was)\b|\b(?:works|worked|working|passes|passed|passing|succeeded|succeeds|connects|connected|"
+    r"went through|goes through|builds|compiles|deploys|deployed|loads|runs)\b(?! (?:on|for) (?:my|your) (?:end|side)"
+    r" (?:either|too))|\b(?:it|that|this|everything)(?:'s| is) (?:up|live|green|fine now|good now|back|gone|fixed|"
+    r"resolved|sorted)\b|\b(?:all|build(?:'s| is)?|ci(?:'s| is)?|pipeline(?:'s| is)?|tests? (?:are|is)|checks? (?:are|is)"
+    r") (?:green|passing)\b|\bgreen (?:now|again)\b|\bno more (?:errors?|warnings?|failures?|crash\w*)\b|"
+    r"\b(?:problem|issue|error|warning|crash)(?:'s| is| has)? (?:gone|solved|fixed|resolved)\b|\bconfirmed\b|"
+    r"\bfixed\b|\bup and running\b|\b(?:shows? up|appears?|renders?|loads?|starts?|runs?|builds?|compiles?|"
+    r"connects?|deploys?|resolves?|finishe[sd]|completes?|completed) (?:now|again|fine|correctly|properly|cleanly|"
+    r"without (?:errors?|issues?|problems?))\b|\b(?:plot|page|it|build|job|deploy|app) renders\b|\bback (?:up|online|to normal)\b|\blooks good now\b", _I)
+_NOT_CONFIRM = re.compile(
+    r"\b(?:not|n't|never|no longer) (?:work|working|fixed|green|passing|help|connect|build|load|run)|"
+    r"\b(?:didn'?t|doesn'?t|does not|did not|isn'?t|wasn'?t|won'?t|still)\b.{0,30}\b(?:work|fix|help|fail|error|"
+    r"broken|red|same|crash)|\bsame (?:error|problem|issue|thing)\b|\bstill (?:fails?|failing|broken|get|getting|"
+    r"seeing|see|red)\b|\bnope\b|\bgive up\b|\bforget it\b|\bnever ?mind\b|\b(?:worse|another error|new error)\b", _I)
+
+
+def user_confirms(text: str) -> bool:
+    """The user says the fix worked ("that did it", "works now", "CI is green")."""
+    head = text[:400]
+    return bool(CONFIRM.search(head)) and not _NOT_CONFIRM.search(head)
+
+
+
+#: the user abandoning the task: what the agent tried taught nothing worth keeping
+GAVE_UP = re.compile(
+    r"\b(?:forget (?:it|about it)|never ?mind|give up|giving up|i'?ll (?:do|handle|figure|sort|ask) (?:it|this|that|"
+    r"out|someone|someone else|elsewhere)|not worth it|let'?s (?:drop|abandon|stop|leave) (?:it|this)|"
+    r"(?:this|that) (?:isn'?t|is not|won'?t be) (?:going to )?work(?:ing)?|waste of time|revert (?:everything|it all)|"
+    r"undo (?:everything|all of (?:it|that)))\b", _I)
+
+
+SECURITY_TOPIC = re.compile(
+    r"\b(?:secrets?|credentials?|api[ _-]?keys?|access[ _-]?keys?|tokens?|passwords?|passphrases?|private[ _-]?keys?|"
+    r"ssh[ _-]?keys?|\.env\b|dotenv|leak(?:ed|s)?|expos(?:ed|ure)|plain ?text|rotate[sd]?|rotation|revoke[sd]?|"
+    r"vault|secrets? manager|kms|chmod 600|0600|world-readable)", _I)
+SECURITY_ACTION = re.compile(
+    r"\b(?:rotat\w*|revok\w*|regenerat\w*|invalidat\w*|never (?:commit|push|paste|log|share|store|hard-?code|echo|print)|"
+    r"(?:don'?t|do not) (?:commit|push|paste|log|share|store|hard-?code|echo|print|put)|\.gitignore|gitignore|"
+    r"git rm --cached|secrets? manager|vault|environment variables?|env vars?|chmod|scrub|purge|"
+    r"filter-(?:repo|branch)|bfg|mask(?:ed)?|redact\w*|keep \S+ out of|out of (?:the )?(?:repo|git|logs?|chat))", _I)
+
+
+def is_security_lesson(text: str) -> bool:
+    """About a credential or its exposure, with something done about it (rotate, revoke,
+    keep out of git, restrict permissions ...)."""
+    return bool(SECURITY_TOPIC.search(text)) and bool(SECURITY_ACTION.search(text))

@@ -1,0 +1,356 @@
+"""Lessons taught in words: stated rules, team conventions, security lessons, prose fixes.
+
+The other rules read lessons off what the agent *did* (a failed call and the call
+that fixed it, a procedure that worked). Much of what a session teaches is only
+*said*: the user states a rule ("in general, wait for the DB health check before
+running migrations"), a team convention ("we use pnpm here"), a security lesson
+("never commit .env; rotate that key"), or the agent explains a fix in prose and the
+user confirms it worked. This module finds those.
+
+Who says it matters. A user's standing statement is evidence by itself (the user
+knows their project); the agent's statement counts only when the user agrees
+right after ("makes sense", "yes, let's do that") or confirms it worked.
+
+The type of a stated lesson (:func:`lesson_type`), checked in this order:
+
+* ``security``: about credentials or exposure (a secret, token, key, password,
+  ``.env``, leaked / exposed, rotate / revoke, plaintext, permissions on a key);
+* ``correction``: a team or project convention ("we use …", "in this repo …",
+  "our convention …", "here we …");
+* ``pattern``: an explicit general rule ("in general", "as a rule", "rule of thumb",
+  "lesson learned", "best practice", "next time", "always … before …", "never …
+  without …"), or a rule with its reason ("… because / otherwise / so that …");
+* ``preference``: anything else the user wants for good ("always answer in British
+  English", "from now on keep replies short").
+
+Confidence: a user-stated rule 0.70 (+0.10 the agent acknowledged it, +0.05 a reason
+is given); an agent-stated rule 0.45 (+0.25 the user agreed); a prose fix 0.45
+(+0.30 the user confirmed it, +0.05 a command or code is given). ``confirmed`` is
+set on each candidate the user stated or confirmed: the memory gate lets such a
+lesson through from a segment whose trajectory score is below the memory threshold
+(a failed call is often the very reason for the lesson).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ultron.heuristics.candidates import candidate
+from ultron.heuristics.cues import SECURITY_ACTION, SECURITY_TOPIC, is_security_lesson, user_confirms
+from ultron.heuristics.episodes import ASKS, Digest
+from ultron.heuristics.errors import ERR_LINE, EXC_LINE, error_line
+from ultron.heuristics.text import clip, norm_key, sentences
+
+_I = re.IGNORECASE
+
+_AGREE = re.compile(
+    r"^\W*(?:yes|yep|yeah|yup|agreed|exactly|right|correct|noted|fair|good (?:call|idea|point|lesson|rule|catch)|makes sense|sounds (?:good|right)|"
+    r"let'?s do (?:that|it)|do (?:that|it)|please do|ok(?:ay)?,? (?:do|let'?s|go|sounds)|true|indeed|absolutely|"
+    r"definitely)\b", _I)
+
+# -- what a stated lesson is about ----------------------------------------------------------
+CONVENTION = re.compile(
+    r"\bwe (?:use|always|never|don'?t|do not|only|prefer|stick|standardi[sz]ed|went with|deploy|write|keep|name|"
+    r"put|run|follow|avoid|pin|tag|squash|rebase)\b|\b(?:in|for|across) (?:this|our|the) (?:repo(?:sitory)?|project|"
+    r"codebase|team|company|org(?:anization)?|monorepo|shop|stack)\b|\bour (?:convention|team|style ?guide|"
+    r"standard|codebase|repo|policy|rule|setup|ci|linter|stack)\b|\bhere we\b|\bhouse (?:style|rule)\b|"
+    r"\b(?:team|project|repo) (?:convention|rule|policy|standard)\b|\bstyle ?guide\b|\b(?:applies|goes) (?:to|for) "
+    r"(?:all|every|any)\b|\b(?:in|across|for) (?:all|every) (?:of )?(?:our|the) \w+|\bthis (?:repo|project|codebase) (?:uses|"
+    r"doesn'?t|does not|is on|has)\b", _I)
+#: an explicit lesson: stated as a rule, it is one whatever else the sentence says
+EXPLICIT_RULE = re.compile(
+    r"\bin general\b|\bgenerally(?: speaking)?,|\b(?:as a|general|golden) rule\b|\brule (?:of thumb|for|here|is)\b|"
+    r"\blessons? (?:learn[et]d?|for next time|here)\b|\bthe (?:lesson|takeaway|moral)(?: here)? is\b|\btake ?aways?\b|"
+    r"\bbest practice\b|\bnext time\b|\bfor (?:future|next) (?:reference|time)\b|\bnote to (?:self|future)\b|"
+    r"\bworth remembering\b|\bthe thing (?:i'?d|to) (?:take away|remember)\b|\bthe (?:right|proper|correct|real|"
+    r"better) (?:way|fix|approach|thing) (?:is|would be)\b", _I)
+RULE_CUE = re.compile(
+    EXPLICIT_RULE.pattern + r"|\bgoing forward\b|\bmoving forward\b|\bfrom now on\b|\bin the future\b|"
+    r"\bremember to\b|\bmake sure (?:to|you|that)\b|\bwhenever\b|\bevery time\b|"
+    r"\b(?:always|never)\b.{3,80}\b(?:before|after|until|without|unless|first)\b|\binstead of (?:sleep|waiting|"
+    r"retry|retrying|polling|hard-?coding)", _I)
+_FOR_ME = re.compile(
+    r"\b(?:for|with|to) me\b|\bi (?:really |generally |strongly |much )?(?:prefer|like|love|hate|want|use|need|can'?t "
+    r"read|find|'d rather|would rather)\b|\bmy (?:preference|taste|eyes|style)\b|\bgeneral preference\b", _I)
+_OWN_STEP = re.compile(r"^\W*(?:i|i'?ll|let me|i'?m|i will|want me|shall i|should i)\b", _I)
+_REASON = re.compile(r"\b(?:because|otherwise|so that|since|or else|to avoid|to prevent|that way)\b", _I)
+_STANDING = re.compile(
+    r"\bnot just (?:today|now|this|here)\b|\b(?:any|every|all) (?:\w+ )?(?:\w+s )?(?:you|that you) (?:write|give|make|"
+    r"create|produce|send|generate)\b|\beverything you\b|\bfor (?:all|any) (?:future|my)\b|"
+    r"\b(?:always|never|from now on|going forward|by default|whenever|every time|in the future|for (?:all|every)|"
+    r"(?:all|every) (?:of )?your|in (?:all|every|each) (?:answer|reply|response|message|commit|pr)s?)\b", _I)
+RESPONSE_STYLE = re.compile(
+    r"\b(?:answers?|repl(?:y|ies)|respon(?:d|ses?)|explanations?|explain|tone|emojis?|english|spelling|language|"
+    r"concise|short|brief|terse|verbose|bullet(?: points)?|formatting|summar\w*|wording|words|sentences?|"
+    r"paragraphs?|prose|headings?|markdown|voice|formal|casual|address me|call me|talk|write|writing|style|"
+    r"comments?|docstrings?|commit messages?|naming|tabs|spaces|indent\w*|quotes|semicolons?|oxford comma)\b", _I)
+BEFORE_START = re.compile(
+    r"\bbefore we (?:start|begin|get (?:started|going)|dive in|kick off)\b|\bfor (?:this whole|the whole|the rest of "
+    r"(?:this|the)|this) (?:session|conversation|chat)\b|\bthroughout\b|\bground rules?\b|\ba (?:few|couple of) "
+    r"(?:things|preferences|ground rules)\b", _I)
+_IMPERATIVE = re.compile(
+    r"^\W*(?:please\s+)?(?:(?:always|never|just|only)\s+)?(?:use|don'?t|do not|never|always|keep|write|answer|reply|"
+    r"respond|give|put|add|avoid|stop|prefer|make|run|wait|check|pin|call|name|format|stick|start|end|skip|no|"
+    r"include|spell|sign|address|be|stay|limit|default)\b", _I)
+_LEAD_IN = re.compile(
+    r"^(?:(?:ok(?:ay)?|so|also|and|btw|by the way|oh|one more thing|one thing|quick note|note|fyi|heads up|hey|hi|"
+    r"well|right|alright|actually|no|nope|yes|yeah|anyway|in general|generally(?: speaking)?|as a (?:general )?rule|"
+    r"lessons? learn[et]d?|the (?:lesson|takeaway|moral)(?: here)? is(?: that)?|takeaway|rule of thumb|"
+    r"for (?:future|next) (?:reference|time)|note to (?:self|future \w+)|going forward|moving forward|"
+    r"before we (?:start|begin|get started)|for the record|important|remember)\s*[:,.!;-]*\s*)+", _I)
+_QUESTION_ONLY = re.compile(r"\?\s*$")
+_CLOSING_ONLY = re.compile(r"^\W*(?:thanks?|thank you|ok(?:ay)?|great|perfect|cool|nice|bye)\W*$", _I)
+WORKAROUND = re.compile(r"\bsleep\s+\d|\btime\.sleep\(|\bwait(?:ing)? (?:\d+|a few|some) (?:s|sec|seconds?|min)|"
+                        r"\bretry(?:ing)? (?:loop|until)|\bfor i in \{?\d|\buntil\b.*\bdo\b|\btimeout \d+", _I)
+
+
+def lesson_type(sentence: str) -> str:
+    """The memory type of a standing statement (the order is the module docstring's)."""
+    if SECURITY_TOPIC.search(sentence) and (SECURITY_ACTION.search(sentence) or _STANDING.search(sentence)
+                                            or RULE_CUE.search(sentence)):
+        return "security"
+    if _FOR_ME.search(sentence):
+        return "preference"       # what this user wants, however it is phrased
+    if EXPLICIT_RULE.search(sentence):
+        return "pattern"
+    if CONVENTION.search(sentence):
+        return "correction"
+    if RULE_CUE.search(sentence) and not re.search(r"^\W*(?:from now on|going forward|in the future)\b", sentence, _I):
+        return "pattern"
+    if _REASON.search(sentence) and not RESPONSE_STYLE.search(sentence):
+        return "pattern"
+    if RESPONSE_STYLE.search(sentence) or re.search(r"\bi (?:prefer|like|love|hate|want|'d rather)\b", sentence, _I):
+        return "preference"
+    return "pattern" if RULE_CUE.search(sentence) else "preference"
+
+
+def statement(sentence: str) -> str:
+    """The rule itself: lead-ins ("ok, one more thing:", "in general,") dropped, capitalised."""
+    s = _LEAD_IN.sub("", sentence).strip(" -–—:;,")
+    if not s:
+        return ""
+    return s[:1].upper() + s[1:]
+
+
+def is_standing(sentence: str) -> bool:
+    """A sentence that states something for good: a rule cue, a convention, a security rule,
+    or what the user wants of everything the agent does for them."""
+    return bool(RULE_CUE.search(sentence) or CONVENTION.search(sentence)
+                or (_FOR_ME.search(sentence) and _STANDING.search(sentence))
+                or (SECURITY_TOPIC.search(sentence) and SECURITY_ACTION.search(sentence)
+                    and (_IMPERATIVE.match(statement(sentence)) or _STANDING.search(sentence))))
+
+
+def _stated_sentences(text: str) -> list[tuple[str, bool]]:
+    """(sentence, standing) pairs: a sentence with a cue, and after "before we start:"
+    every imperative sentence of the same message."""
+    out: list[tuple[str, bool]] = []
+    opening = False
+    for s in sentences(text[:3000]):
+        if len(s) < 10 or _QUESTION_ONLY.search(s) or _CLOSING_ONLY.match(s):
+            if BEFORE_START.search(s):
+                opening = True
+            continue
+        if BEFORE_START.search(s):
+            opening = True
+            rest = statement(BEFORE_START.split(s, maxsplit=1)[-1]) if BEFORE_START.search(s) else s
+            if len(rest.split()) >= 3:
+                out.append((rest, True))
+            continue
+        if is_standing(s):
+            out.append((s, True))
+        elif opening and _IMPERATIVE.match(statement(s)):
+            out.append((s, True))
+    return out
+
+
+def extract_stated(d: Digest, task_type: str | None, skip: set[int]) -> tuple[list[dict[str, Any]], set[int]]:
+    """Rules, conventions and security lessons the user states, or the agent states and
+    the user agrees with. Returns the candidates and the user messages used."""
+    out: list[dict[str, Any]] = []
+    used: set[int] = set()
+    seen: set[str] = set()
+    for i, k in enumerate(d.kind):
+        if k == "user" and i not in skip:
+            picked = _stated_sentences(d.text[i])
+            for n, (s, _) in enumerate(picked):
+                rule = statement(s)
+                if len(rule.split()) < 3 or norm_key(rule) in seen:
+                    continue
+                seen.add(norm_key(rule))
+                typ = lesson_type(s)
+                j, reply = d.next_assistant_text(i)
+                acked = bool(reply) and bool(re.search(
+                    r"\b(?:got it|understood|noted|will do|good (?:call|point)|makes sense|you'?re right|i'?ll "
+                    r"(?:remember|keep|use|make sure|stick|follow|do that|wait|always|never)|thanks for|"
+                    r"will (?:use|keep|remember|follow|do))\b", reply[:400], _I))
+                reason = [x for x in sentences(d.text[i][:3000]) if x != s and _REASON.search(x)][:1]
+                if _REASON.search(s):
+                    reason = []
+                conf = 0.70 + (0.10 if acked else 0.0) + (0.05 if reason or _REASON.search(s) else 0.0)
+                if typ == "preference" and not _STANDING.search(s) and not BEFORE_START.search(d.text[i]):
+                    conf -= 0.10
+                resolution = rule if not reason else f"{rule} {reason[0]}"
+                workaround = _workaround(d, i)
+                if workaround and typ == "pattern":
+                    resolution += f" (Instead of the workaround: {workaround}.)"
+                kind = "episodic" if typ == "preference" and not _STANDING.search(s) else "procedural"
+                c = candidate(typ, kind, rule, _context(d, i, typ), resolution, [], conf, task_type, [d.text[i]])
+                c["confirmed"] = True
+                out.append(c)
+                used.add(i)
+        elif k == "assistant" and d.text[i] and not d.msg_calls.get(i):
+            nxt = d.next_user_text(i)
+            agreed = bool(nxt) and (bool(_AGREE.match(nxt)) or user_confirms(nxt))
+            for s in sentences(d.text[i][:3000]):
+                if not EXPLICIT_RULE.search(s) or ASKS.search(s) or len(s) < 20:
+                    continue
+                if re.search(r"^\W*(?:i|i'?ll|let me|i'?m|i will)\b", s, _I):
+                    continue         # the agent's own next step, not a rule
+                rule = statement(s)
+                if len(rule.split()) < 4 or norm_key(rule) in seen:
+                    continue
+                seen.add(norm_key(rule))
+                typ = lesson_type(s)
+                conf = 0.45 + (0.25 if agreed else 0.0)
+                sents = sentences(d.text[i][:3000])
+                at = sents.index(s)
+                more = [x for x in sents[at + 1:at + 3] if not ASKS.search(x) and not _OWN_STEP.match(x)]
+                c = candidate(typ, "procedural", rule, _context(d, i, typ), " ".join([rule] + more), [], conf,
+                              task_type, [s])
+                c["confirmed"] = agreed
+                out.append(c)
+    return out, used
+
+
+def _context(d: Digest, i: int, typ: str) -> str:
+    task = d.task_context(i)
+    return ("Applies when: " + task[len("Task: "):]) if task.startswith("Task: ") else task
+
+
+def _workaround(d: Digest, i: int) -> str:
+    """A sleep / retry call of the same episode that a stated rule replaces."""
+    ep = d.episode_of[i]
+    for c in d.calls:
+        if d.episode_of[c.msg] == ep and WORKAROUND.search(c.raw or ""):
+            return clip(c.raw.replace("\\n", " "), 80)
+    return ""
+
+
+# -- a fix explained in prose, confirmed by the user -----------------------------------------
+_FIX_PROSE = re.compile(
+    r"\b(?:you(?:'ll)? (?:need|have|want|should|can|must) (?:to )?|the (?:fix|solution|cause|culprit|problem|issue) "
+    r"(?:is|was)|(?:is|was) (?:caused|happening) (?:by|because)|because\b|means\b|instead\b|make sure\b|"
+    r"(?:add|set|run|install|change|replace|update|upgrade|downgrade|pin|remove|delete|rename|move|enable|disable|"
+    r"export|use|switch|try|restart|reload|clear|rebuild|bump|increase|raise|lower|reduce|configure|point|mount|"
+    r"grant|give|allow|pass|specify|call|regenerate|commit|re-?run|create|edit|open|connect)(?:s|ing)?\b)", _I)
+_USER_ERROR = re.compile(
+    r"\bkeeps? (?:\w+ing|dying|failing)\b|\bdies\b|\bis (?:red|blank|broken|down|hanging)\b|\bblank page\b|"
+    r"\b(?:i(?:'m| am)? (?:get|getting|seeing|hitting)|(?:it|this|the \w+) (?:fails|failed|errors?|crashes|"
+    r"breaks|throws|dies)|error\b|exception\b|traceback\b|fails? with\b|won'?t (?:start|build|run|compile|"
+    r"connect|install)|doesn'?t (?:work|start|build|run|compile|connect)|can'?t (?:connect|install|build|run|push|"
+    r"pull|login|log in))", _I)
+_FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
+_INLINE = re.compile(r"`([^`\n]{3,120})`")
+
+
+def _code_lines(text: str) -> list[str]:
+    """Commands and config lines an answer gives: fenced blocks first, then inline code that
+    reads like a command or a setting (has a space, ``=`` or ``:`` in it)."""
+    text = text[:4000]
+    out: list[str] = []
+    for m in _FENCED.finditer(text):
+        for ln in m.group(1).splitlines():
+            ln = ln.strip()
+            if ln and not ln.startswith(("#", "//")) and ln not in out:
+                out.append(ln)
+    for m in _INLINE.finditer(_FENCED.sub(" ", text)):
+        x = m.group(1).strip()
+        if re.search(r"[\s=:]", x) and x not in out:
+            out.append(x)
+    return out[:4]
+
+
+def _error_text(d: Digest, i: int) -> str:
+    """The error a user message pastes or describes, one line."""
+    text = d.text[i]
+    for ln in text.splitlines():
+        ln = ln.strip()
+        if ln and (EXC_LINE.match(ln) or ERR_LINE.search(ln)):
+            return clip(ln, 200)
+    m = _USER_ERROR.search(text)
+    if not m:
+        return ""
+    return clip(next((s for s in sentences(text) if _USER_ERROR.search(s)), text), 200)
+
+
+def _fix_prose(text: str) -> tuple[list[str], list[str]]:
+    """(fix sentences, command / code lines) of an agent's answer."""
+    sents = [x for x in sentences(text[:4000]) if _FIX_PROSE.search(x) and len(x) >= 15
+             and not (ASKS.search(x) and not _CAUSE_OR_FIX.search(x))]
+    return sents, _code_lines(text)
+
+
+_CAUSE_OR_FIX = re.compile(r"\b(?:because|means|the (?:fix|cause|problem|issue) is|you need|add|set|raise|install|"
+                           r"run|use)\b", _I)
+_DID_IT = re.compile(r"\bi (?:ran|did|applied|added|changed|set|installed|restarted|pushed|enabled|bumped|raised|"
+                     r"moved|switched|updated|edited|went ahead|tried|removed|followed)\b|\b(?:done|applied)\b", _I)
+_TROUBLE_WINDOW = 40      # messages searched back from a confirmation for the problem
+
+
+def extract_prose_fixes(d: Digest, task_type: str | None, fixed_errors: set[int]) -> list[dict[str, Any]]:
+    """The user confirms a fix the agent explained in words: the problem (a failed call not
+    fixed by a later call, or an error the user reports), the agent's explanation before
+    the confirmation (its fix sentences and commands), and the confirmation."""
+    out: list[dict[str, Any]] = []
+    done: set[str] = set()
+    result_call = {c.result_msg: c for c in d.calls if c.result_msg >= 0}
+    for i, k in enumerate(d.kind):
+        if k != "user" or not user_confirms(d.text[i]):
+            continue
+        # the problem: the latest failed call or reported error before the confirmation
+        trouble, err, tool = -1, "", ""
+        for t in range(i - 1, max(-1, i - _TROUBLE_WINDOW), -1):
+            if d.kind[t] == "tool":
+                c = result_call.get(t)
+                if c is not None and c.error and not c.rejected and not c.housekeeping:
+                    if c.pos in fixed_errors:
+                        break          # a later call fixed it: the error rule's memory
+                    trouble, err, tool = t, error_line(c.result), c.name
+                    break
+            elif d.kind[t] == "user" and t != i:
+                e = _error_text(d, t)
+                if e:
+                    trouble, err = t, e
+                    break
+        if trouble < 0 or not err:
+            continue
+        # the explanation: the agent's answer between problem and confirmation with the most fix content
+        best: tuple[int, int, list[str], list[str]] | None = None
+        for j in range(trouble + 1, i):
+            if d.kind[j] != "assistant" or not d.text[j]:
+                continue
+            sents, code = _fix_prose(d.text[j])
+            weight = len(sents) + 2 * bool(code)
+            if sents and (best is None or weight >= best[0]):
+                best = (weight, j, sents, code)
+        if best is None:
+            continue
+        _, j, sents, code = best
+        key = norm_key(err)
+        if key in done:
+            continue
+        done.add(key)
+        confirm = d.text[i]
+        fix = clip(" ".join(sents[:3]), 380)
+        resolution = (("Run: " + "; ".join(code[:3]) + "\n") if code else "") + fix
+        typ = "security" if is_security_lesson(" ".join(sents + code)) else "error"
+        head = f"{tool} failed: {err}" if tool else err
+        conf = 0.45 + 0.30 + (0.05 if code else 0.0) + (0.05 if _DID_IT.search(confirm[:300]) else 0.0)
+        c = candidate(typ, "procedural", head, d.task_context(trouble),
+                      resolution + f"\nConfirmed by the user: {clip(confirm, 120)}", [tool] if tool else [], conf,
+                      task_type, [d.text[trouble][:400] if d.kind[trouble] == "user" else ""])
+        c["confirmed"] = True
+        out.append(c)
+    return out
