@@ -33,7 +33,7 @@ from typing import Any
 from ultron.heuristics.candidates import CONTENT_CHARS, candidate
 from ultron.heuristics.episodes import ASKS, Call, Digest
 from ultron.heuristics.gists import arg_words, call_gist
-from ultron.heuristics.lessons import EXPLICIT_RULE, lesson_type, statement
+from ultron.heuristics.lessons import EXPLICIT_RULE, correction_type, statement
 from ultron.heuristics.text import clip, sentences, words
 
 _I = re.IGNORECASE
@@ -196,7 +196,7 @@ def extract_corrections(d: Digest, task_type: str | None) -> tuple[list[dict[str
         task = d.task_context(last_asst, skip=text)
         context = " ".join(p for p in (task, f"The agent had: {did[len('Agent '):] if did.startswith('Agent ') else did}")
                            if p)
-        typ = "security" if lesson_type(cue_text) == "security" else "correction"
+        typ = correction_type(cue_text)
         c = candidate(typ, kind, rule or did, context, resolution, tools, conf, task_type, [text])
         c["confirmed"] = base >= 0.5 or acked
         out.append(c)

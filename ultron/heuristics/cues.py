@@ -38,7 +38,8 @@ def user_confirms(text: str) -> bool:
 
 #: the user abandoning the task: what the agent tried taught nothing worth keeping
 GAVE_UP = re.compile(
-    r"\b(?:forget (?:it|about it)|never ?mind|give up|giving up|i'?ll (?:do|handle|figure|sort|ask) (?:it|this|that|"
+    r"\b(?:forget (?:it|about it)|never ?mind|give up|giving up|leave it|drop it|going in circles|none of (?:those|these|them)|"
+    r"(?:i|we)'?ll (?:deal with|look at|leave) (?:it|this|that)|i'?ll (?:do|handle|figure|sort|ask) (?:it|this|that|"
     r"out|someone|someone else|elsewhere)|not worth it|let'?s (?:drop|abandon|stop|leave) (?:it|this)|"
     r"(?:this|that) (?:isn'?t|is not|won'?t be) (?:going to )?work(?:ing)?|waste of time|revert (?:everything|it all)|"
     r"undo (?:everything|all of (?:it|that)))\b", _I)
@@ -47,9 +48,11 @@ GAVE_UP = re.compile(
 SECURITY_TOPIC = re.compile(
     r"\b(?:secrets?|credentials?|api[ _-]?keys?|access[ _-]?keys?|tokens?|passwords?|passphrases?|private[ _-]?keys?|"
     r"ssh[ _-]?keys?|\.env\b|dotenv|leak(?:ed|s)?|expos(?:ed|ure)|plain ?text|rotate[sd]?|rotation|revoke[sd]?|"
-    r"vault|secrets? manager|kms|chmod 600|0600|world-readable)", _I)
+    r"vault|secrets? manager|kms|chmod 600|0600|world-readable|(?:old|leaked|exposed|compromised|committed|live|"
+    r"secret|signing|registry|deploy) (?:keys?|tokens?)|card numbers?|cvv|cvc)", _I)
 SECURITY_ACTION = re.compile(
-    r"\b(?:rotat\w*|revok\w*|regenerat\w*|invalidat\w*|never (?:commit|push|paste|log|share|store|hard-?code|echo|print)|"
+    r"\b(?:rotat\w*|revok\w*|regenerat\w*|invalidat\w*|deactivat\w*|never (?:commit|push|paste|log|share|store|"
+    r"hard-?code|echo|print|collect|repeat|ask for)|"
     r"(?:don'?t|do not) (?:commit|push|paste|log|share|store|hard-?code|echo|print|put)|\.gitignore|gitignore|"
     r"git rm --cached|secrets? manager|vault|environment variables?|env vars?|chmod|scrub|purge|"
     r"filter-(?:repo|branch)|bfg|mask(?:ed)?|redact\w*|keep \S+ out of|out of (?:the )?(?:repo|git|logs?|chat))", _I)

@@ -69,7 +69,7 @@ _CAUSE_CUE = re.compile(
     r"\bbecause\b|\bsince\b|\bdue to\b|\bmeans\b|\bneed(?:s|ed)? to\b|\brequires?\b|\bmissing\b|\bnot (?:set|installed|"
     r"available|supported|found|loaded|enough)\b|\bthe (?:issue|problem|error|cause) (?:is|was)\b|\bhappens when\b|"
     r"\binstead\b|\bshould\b|\blet me\b|\bdoesn'?t (?:exist|support|have|accept)\b|\bisn'?t\b|\bwasn'?t\b", _I)
-_SUCCESS_WORD = re.compile(
+SUCCESS_WORD = re.compile(
     r"\b(?:success(?:ful(?:ly)?)?|succeeded|passed|works|worked|working now|fixed|resolved|done|completed?|"
     r"created|updated|published|installed|committed|booked|cancell?ed|modified|saved|ok)\b|✓|\ball \d+ tests? passed\b",
     _I)
@@ -189,9 +189,9 @@ def _find_fix(d: Digest, err: Call) -> tuple[Call | None, float]:
             continue
         sim = arg_similarity(err, c)
         same = c.name == err.name
+        if _is_read(c) and not _is_read(err):
+            continue          # looking something up is a step towards a fix, not the fix
         if not same:
-            if _is_read(c) and not _is_read(err):
-                continue      # looking something up is a step towards a fix, not the fix
             announced = first_success and bool(_FIX_CUE.search(c.text[:600]))
             if sim < OTHER_TOOL_MIN_SIM and not announced:
                 first_success = False
@@ -274,7 +274,7 @@ def extract_errors(d: Digest, task_type: str | None) -> tuple[list[dict[str, Any
             res_parts.append(f"{label}: {steps}{more}.")
         result_line = first_sentence(fix.result, 140) if fix.result else ""
         status = ""
-        if result_line and (len(fix.result) <= 200 or _SUCCESS_WORD.search(result_line)):
+        if result_line and (len(fix.result) <= 200 or SUCCESS_WORD.search(result_line)):
             status = f" -> {result_line}"
         if same and between and fix.raw == last_err.raw:
             # the same call succeeded unchanged: the steps in between were the fix
@@ -296,7 +296,7 @@ def extract_errors(d: Digest, task_type: str | None) -> tuple[list[dict[str, Any
         resolution = " ".join(res_parts)
         if is_security_lesson(resolution):
             type_hint = "security"        # the fix is about a credential (rotate, revoke, keep it out of git)
-        success = bool(_SUCCESS_WORD.search(fix.result[:600]) or _SUCCESS_WORD.search(after_text[:400])
+        success = bool(SUCCESS_WORD.search(fix.result[:600]) or SUCCESS_WORD.search(after_text[:400])
                        or USER_SUCCESS.search(d.next_user_text(fix.result_msg)[:400]))
         recurred = any(c.pos > fix.pos for c in repeats)
         gap = fix.pos - last_err.pos - 1

@@ -29,15 +29,16 @@ from ultron.heuristics.classify import classify_memory_type
 from ultron.heuristics.corrections import extract_corrections
 from ultron.heuristics.episodes import Digest
 from ultron.heuristics.cues import GAVE_UP
-from ultron.heuristics.lessons import WORKAROUND, extract_prose_fixes, extract_stated
+from ultron.heuristics.lessons import WORKAROUND, extract_prose_fixes, extract_security_lessons, extract_stated
 from ultron.heuristics.errors import ERR_LINE, EXC_LINE, extract_errors
+from ultron.heuristics.generalise import generalise, people_in
 from ultron.heuristics.patterns import extract_patterns
 from ultron.heuristics.policies import extract_life
 from ultron.heuristics.preferences import (PREF_CUE_START, PREF_EXPLICIT, PREF_LIKE, PREF_STANDING,
                                            extract_preferences)
 from ultron.heuristics.reader import cap
 from ultron.heuristics.security import extract_security
-from ultron.heuristics.text import MARKDOWN, first_sentence, sentences
+from ultron.heuristics.text import MARKDOWN, first_sentence, norm_key, sentences
 from ultron.sessions.messages import Message
 
 _I = re.IGNORECASE
@@ -65,11 +66,34 @@ def extract_memories(messages: list[Message], *, task_type: str | None = None) -
     memories.extend(extract_preferences(d, task_type, used))
     corrected = used | {i for i in said if any(m["type_hint"] == "correction" for m in stated)}
     memories.extend(extract_patterns(d, task_type, fixed, corrected))
-    memories.extend(extract_security(d, task_type))
+    sightings = extract_security(d, task_type)
+    lesson = extract_security_lessons(d, task_type, " ".join(
+        m["content"] for m in sightings if m["content"].endswith("in plain text in " + m["content"].split(
+            "in plain text in ", 1)[-1]))[:300])
+    if lesson:
+        # the lesson says what to do about the exposure; the sighting is its context, not a memory of its own
+        sightings = [m for m in sightings if "appeared in plain text" not in m["content"]]
+        memories = [m for m in memories if not (m["type_hint"] == "security" and norm_key(m["content"]) ==
+                                                norm_key(lesson[0]["content"]))]
+    memories.extend(lesson)
+    memories.extend(sightings)
     memories.extend(extract_life(d, task_type))
     _supersede_workarounds(memories)
     _discount_if_abandoned(d, memories)
+    _generalise(d, memories)
     return dedupe(memories)
+
+
+def _generalise(d: Digest, memories: list[dict[str, Any]]) -> None:
+    """Instance specifics out of every memory (ids, the person served, one-off paths):
+    a memory is for the next task, not this one. Provenance keeps where it came from."""
+    if not memories:
+        return
+    people = people_in(d.text[i] for i, k in enumerate(d.kind) if k in ("user", "tool"))
+    for m in memories:
+        for key in ("content", "context", "resolution"):
+            if m[key]:
+                m[key] = generalise(m[key], people)
 
 
 def _discount_if_abandoned(d: Digest, memories: list[dict[str, Any]]) -> None:
@@ -150,4 +174,7 @@ def extract_from_text(text: str) -> list[dict]:
         kind_type = classify_memory_type(content, "", rest)
         kind = "episodic" if kind_type in ("life", "preference") else "procedural"
         out.append(candidate(kind_type, kind, content, "", rest, [], 0.5, None, [text[:2000]]))
+    for m in out:
+        for key in ("content", "context", "resolution"):
+            m[key] = generalise(m[key])
     return dedupe(out)

@@ -40,6 +40,7 @@ from ultron.heuristics.candidates import candidate
 from ultron.heuristics.cues import SECURITY_ACTION, SECURITY_TOPIC, is_security_lesson, user_confirms
 from ultron.heuristics.episodes import ASKS, Digest
 from ultron.heuristics.errors import ERR_LINE, EXC_LINE, error_line
+from ultron.heuristics.gists import call_gist
 from ultron.heuristics.text import clip, norm_key, sentences
 
 _I = re.IGNORECASE
@@ -71,12 +72,16 @@ RULE_CUE = re.compile(
     r"\b(?:always|never)\b.{3,80}\b(?:before|after|until|without|unless|first)\b|\binstead of (?:sleep|waiting|"
     r"retry|retrying|polling|hard-?coding)", _I)
 _FOR_ME = re.compile(
-    r"\b(?:for|with|to) me\b|\bi (?:really |generally |strongly |much )?(?:prefer|like|love|hate|want|use|need|can'?t "
+    r"\b(?:for|with|to) me\b|\b(?:give|show|send|tell|write|answer|ask) me\b|\bi (?:really |generally |strongly |much )?(?:prefer|like|love|hate|want|use|need|can'?t "
     r"read|find|'d rather|would rather)\b|\bmy (?:preference|taste|eyes|style)\b|\bgeneral preference\b", _I)
+_TALKING = re.compile(
+    r"\b(?:answers?|repl(?:y|ies)|responses?|emojis?|tone|spelling|british|american|english|concise|verbose|terse|"
+    r"bullet points?|formal|casual|address me|call me|explanations?)\b", _I)
 _OWN_STEP = re.compile(r"^\W*(?:i|i'?ll|let me|i'?m|i will|want me|shall i|should i)\b", _I)
 _REASON = re.compile(r"\b(?:because|otherwise|so that|since|or else|to avoid|to prevent|that way)\b", _I)
 _STANDING = re.compile(
-    r"\bnot just (?:today|now|this|here)\b|\b(?:any|every|all) (?:\w+ )?(?:\w+s )?(?:you|that you) (?:write|give|make|"
+    r"\bnot just (?:today|now|this|here)\b|\bfor always\b|\bkeep (?:doing|it) (?:it )?(?:that|this) way\b|"
+    r"\bfrom here on\b|\bin (?:anything|everything) you\b|\b(?:any|every|all) (?:\w+ )?(?:\w+s )?(?:you|that you) (?:write|give|make|"
     r"create|produce|send|generate)\b|\beverything you\b|\bfor (?:all|any) (?:future|my)\b|"
     r"\b(?:always|never|from now on|going forward|by default|whenever|every time|in the future|for (?:all|every)|"
     r"(?:all|every) (?:of )?your|in (?:all|every|each) (?:answer|reply|response|message|commit|pr)s?)\b", _I)
@@ -99,6 +104,8 @@ _LEAD_IN = re.compile(
     r"lessons? learn[et]d?|the (?:lesson|takeaway|moral)(?: here)? is(?: that)?|takeaway|rule of thumb|"
     r"for (?:future|next) (?:reference|time)|note to (?:self|future \w+)|going forward|moving forward|"
     r"before we (?:start|begin|get started)|for the record|important|remember)\s*[:,.!;-]*\s*)+", _I)
+_ASKING = re.compile(r"^\W*(?:what|how|why|where|when|which|who|whose|can you|could you|would you|will you|do you|"
+                     r"does|did|is|are|was|were|should i|shall we)\b", _I)
 _QUESTION_ONLY = re.compile(r"\?\s*$")
 _CLOSING_ONLY = re.compile(r"^\W*(?:thanks?|thank you|ok(?:ay)?|great|perfect|cool|nice|bye)\W*$", _I)
 WORKAROUND = re.compile(r"\bsleep\s+\d|\btime\.sleep\(|\bwait(?:ing)? (?:\d+|a few|some) (?:s|sec|seconds?|min)|"
@@ -110,8 +117,8 @@ def lesson_type(sentence: str) -> str:
     if SECURITY_TOPIC.search(sentence) and (SECURITY_ACTION.search(sentence) or _STANDING.search(sentence)
                                             or RULE_CUE.search(sentence)):
         return "security"
-    if _FOR_ME.search(sentence):
-        return "preference"       # what this user wants, however it is phrased
+    if _FOR_ME.search(sentence) or _TALKING.search(sentence):
+        return "preference"       # what this user wants, or how to talk to them, however it is phrased
     if EXPLICIT_RULE.search(sentence):
         return "pattern"
     if CONVENTION.search(sentence):
@@ -123,6 +130,16 @@ def lesson_type(sentence: str) -> str:
     if RESPONSE_STYLE.search(sentence) or re.search(r"\bi (?:prefer|like|love|hate|want|'d rather)\b", sentence, _I):
         return "preference"
     return "pattern" if RULE_CUE.search(sentence) else "preference"
+
+
+def correction_type(text: str) -> str:
+    """The type of a correction: ``security`` when it is a security rule, ``preference``
+    when it says what this user wants from now on, else ``correction``."""
+    if lesson_type(text) == "security":
+        return "security"
+    if (_FOR_ME.search(text) or _TALKING.search(text)) and _STANDING.search(text) and not CONVENTION.search(text):
+        return "preference"
+    return "correction"
 
 
 def statement(sentence: str) -> str:
@@ -148,7 +165,7 @@ def _stated_sentences(text: str) -> list[tuple[str, bool]]:
     out: list[tuple[str, bool]] = []
     opening = False
     for s in sentences(text[:3000]):
-        if len(s) < 10 or _QUESTION_ONLY.search(s) or _CLOSING_ONLY.match(s):
+        if len(s) < 10 or _QUESTION_ONLY.search(s) or _CLOSING_ONLY.match(s) or _ASKING.match(s):
             if BEFORE_START.search(s):
                 opening = True
             continue
@@ -354,3 +371,49 @@ def extract_prose_fixes(d: Digest, task_type: str | None, fixed_errors: set[int]
         c["confirmed"] = True
         out.append(c)
     return out
+
+
+# -- security lessons ---------------------------------------------------------------------------
+_MODAL = re.compile(r"\b(?:must|never|always|should|don'?t|do not|treat|need to|has to|have to|make sure)\b", _I)
+_SEC_VERB = re.compile(r"\b(?:rotat\w*|revok\w*|regenerat\w*|deactivat\w*|invalidat\w*|roll(?:ed)?|reissu\w*)\b", _I)
+_SEC_CALL = re.compile(
+    r"\b(?:chmod|update-access-key|delete-access-key|create-access-key|revoke|rotate|filter-repo|bfg|git rm --cached|"
+    r"\.gitignore|secrets? (?:set|create|put)|gh secret|auth (?:login|refresh)|add-mask|vault)\b", _I)
+
+
+def extract_security_lessons(d: Digest, task_type: str | None, sighting: str = "") -> list[dict[str, Any]]:
+    """One security lesson per segment: the sentence that best says what to do about a
+    credential or an exposure (rotate / revoke it, keep it out of git, chat and logs,
+    restrict a key's permissions), by the user or by the agent; the calls that did it
+    are its steps. ``sighting`` says where a secret was seen in plain text, if one was."""
+    ranked: list[tuple[int, int, str, int]] = []
+    for i, k in enumerate(d.kind):
+        if k not in ("user", "assistant") or not d.text[i]:
+            continue
+        for n, s in enumerate(sentences(d.text[i][:4000])):
+            if len(s) < 20 or not is_security_lesson(s) or (k == "assistant" and _OWN_STEP.match(s)):
+                continue
+            if s.rstrip().endswith("?"):
+                continue
+            score = ((2 if k == "user" else 1) + (1 if _MODAL.search(s) else 0) + (1 if _SEC_VERB.search(s) else 0)
+                     + (1 if len(s) >= 60 else 0) - (2 if re.match(r"^\W*\d", s) else 0))
+            ranked.append((-score, len(ranked), s, i))
+    if not ranked:
+        return []
+    ranked.sort()
+    _, _, best, at = ranked[0]
+    others = [s for _, _, s, _ in ranked[1:6] if norm_key(s) != norm_key(best)]
+    calls = [c for c in d.calls if c.error is False and _SEC_CALL.search(c.raw or "")][:3]
+    steps = "; ".join(call_gist(c.name, c.args, c.raw, 90) for c in calls)
+    resolution = clip(" ".join([statement(best)] + others[:4]), 480) + (f" Done: {steps}." if steps else "")
+    by_user = d.kind[at] == "user"
+    last_user = next((d.text[j] for j in range(len(d.kind) - 1, at, -1) if d.kind[j] == "user"), "")
+    agreed = bool(last_user) and (user_confirms(last_user) or bool(_AGREE.match(last_user))
+                                  or bool(re.search(r"\b(?:thanks?|thank you|done|did (?:it|that))\b", last_user, _I)))
+    conf = 0.60 + (0.10 if by_user or agreed else 0.0) + (0.10 if calls else 0.0) + (0.05 if _SEC_VERB.search(best)
+                                                                                    else 0.0)
+    context = " ".join(x for x in (d.task_context(at), sighting) if x)
+    c = candidate("security", "procedural", statement(best), context, resolution, [x.name for x in calls], conf,
+                  task_type, [best])
+    c["confirmed"] = by_user or agreed
+    return [c]

@@ -24,21 +24,22 @@ from typing import Any
 from ultron.heuristics.candidates import CONTENT_CHARS, RESOLUTION_CHARS, candidate
 from ultron.heuristics.episodes import CONTINUE, READ_TOOL, Call, Digest, is_closing
 from ultron.heuristics.cues import is_security_lesson, user_confirms
-from ultron.heuristics.errors import USER_SUCCESS
+from ultron.heuristics.lessons import is_standing
+from ultron.heuristics.errors import SUCCESS_WORD, USER_SUCCESS
 from ultron.heuristics.gists import COMMAND_KEYS, arg_gist
-from ultron.heuristics.text import clip, first_sentence
+from ultron.heuristics.text import clip, first_sentence, sentences
 
 PATTERN_MIN_CALLS = 3
 
 _I = re.IGNORECASE
 
-_USER_THANKS = re.compile(r"\b(?:thanks|thank you|thx|appreciate)\b", _I)
+_USER_THANKS = re.compile(r"\b(?:thanks|thank you|thx|ty|appreciate|cheers)\b|[👍👌🙏🎉✅]", _I)
 _ASSISTANT_FAILURE = re.compile(
     r"\bi (?:was|am) (?:unable|not able) to\b|\bi (?:couldn'?t|could not|wasn'?t able to|failed to)\b|"
     r"\bunfortunately,? (?:i|it|the|this)\b.{0,60}\b(?:not|n't|unable|fail)|\b(?:did not|didn'?t) (?:work|succeed)\b",
     _I)
 _COMPLETION = re.compile(
-    r"\b(?:done|complete[ds]?|finished|success(?:ful(?:ly)?)?|created|updated|published|committed|booked|"
+    r"\b(?:done|complete[ds]?|finished|passe[sd]|pass|merged|deployed|restored|backfilled|rotated|installed|live|success(?:ful(?:ly)?)?|created|updated|published|committed|booked|"
     r"cancell?ed|modified|all (?:set|good|tests pass)|is ready|now works|works|has been \w+ed)\b|✓", _I)
 
 
@@ -55,7 +56,8 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
         calls = by_episode.get(ep, [])
         work = [c for c in calls if not c.housekeeping]
         ok = [c for c in work if c.error is False]
-        if len(ok) < PATTERN_MIN_CALLS:
+        steps = sum(_steps(c) for c in ok)
+        if steps < PATTERN_MIN_CALLS:
             continue
         if any(j in corrected for j in range(s, e)) or _next_user(d, e) in corrected:
             continue
@@ -111,7 +113,7 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
         confirmed = 0.15 if USER_SUCCESS.search(user_after[:400]) else (
             0.05 if _USER_THANKS.search(user_after[:400]) else 0.0)
         all_reads = all(READ_TOOL.match(c.name) for c in ok)
-        conf = (0.45 + 0.04 * min(len(ok) - PATTERN_MIN_CALLS, 5)
+        conf = (0.42 + 0.04 * min(steps - PATTERN_MIN_CALLS, 5)
                 + (0.10 if _COMPLETION.search(final[:1500]) else 0.0) + confirmed
                 - min(0.15, 0.05 * len(errors)) - (0.10 if all_reads else 0.0)
                 - (0.20 if _ASSISTANT_FAILURE.search(final[:1500]) else 0.0))
@@ -121,12 +123,30 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
         context = " ".join([f"Also asked: {clip(' / '.join(follow), 300)}"] if follow else []) + (
             f" Outcome: {outcome}" if outcome else "")
         typ = "security" if is_security_lesson(goal + " " + final[:600]) else "pattern"
-        mem = candidate(typ, "procedural", clip(goal, CONTENT_CHARS), context, resolution, tools,
+        # the task, without the standing rules or preferences said with it (their own memories)
+        task = " ".join(x for x in sentences(goal) if not is_standing(x)) or goal
+        mem = candidate(typ, "procedural", clip(task, CONTENT_CHARS), context, resolution, tools,
                         conf, task_type, [c.raw[:300] for c in ok[:8]])
-        mem["confirmed"] = user_confirms(user_after) or bool(USER_SUCCESS.search(user_after[:400]))
+        # confirmed: the user says it worked, or thanks the agent after a finished run whose last
+        # call reported success (tests passed, "deployed", exit 0 ...)
+        verified = bool(SUCCESS_WORD.search(ok[-1].result[:600])) and bool(_COMPLETION.search(final[:1500]))
+        mem["confirmed"] = (user_confirms(user_after) or bool(USER_SUCCESS.search(user_after[:400]))
+                            or (verified and bool(_USER_THANKS.search(user_after[:200]))))
         out.append(mem)
     return out
 
 
 def _next_user(d: Digest, start: int) -> int:
     return next((j for j in range(start, len(d.kind)) if d.kind[j] == "user"), -1)
+
+
+_CHAIN = re.compile(r"\s(?:&&|\|\||;)\s|\n")
+
+
+def _steps(c: Call) -> int:
+    """Steps in one call: a shell command chained with ``&&`` / ``;`` / new lines is
+    several steps of the procedure (``python -m venv .venv && pip install -e . && pytest``)."""
+    cmd = next((v for k, v in (c.args or {}).items() if k in COMMAND_KEYS and isinstance(v, str)), "")
+    if not cmd:
+        return 1
+    return min(4, 1 + len([p for p in _CHAIN.split(cmd[:600]) if p.strip()]) - 1) if _CHAIN.search(cmd) else 1

@@ -24,7 +24,7 @@ from typing import Any
 
 from ultron.heuristics.candidates import candidate
 from ultron.heuristics.corrections import CORR_STRONG
-from ultron.heuristics.episodes import Call, Digest
+from ultron.heuristics.episodes import Call, Digest, is_closing
 from ultron.heuristics.lessons import is_standing, lesson_type
 from ultron.heuristics.gists import arg_gist, arg_words, call_gist, short_value
 from ultron.heuristics.text import clip, sentences, words
@@ -32,7 +32,7 @@ from ultron.heuristics.text import clip, sentences, words
 _I = re.IGNORECASE
 
 PREF_STANDING = re.compile(
-    r"(?:^|[.!?;,]\s*|\bplease\s+)(?:always|never)\s+\w+|\bi (?:always|never)\s+\w+|\bfrom now on\b|"
+    r"(?:^|[.!?;,]\s*|\bplease\s+)(?:always|never)\s+(?!mind\b|nice\b|good\b|great\b|fun\b|helpful\b|easy\b)\w+|\bi (?:always|never)\s+\w+|\bfrom now on\b|"
     r"\bgoing forward\b|\bin (?:the )?future\b|\bby default\b|\bevery time\b|\bwhenever\b|"
     r"\bas a (?:general )?rule\b", _I)
 PREF_EXPLICIT = re.compile(
@@ -48,7 +48,8 @@ PREF_CUE_START = re.compile(
 _SITUATIONAL = re.compile(
     r"\bi'd\b|\bi would\b|\b(?:this|that|these|those|here|now|today|tomorrow|current|for the|for my|"
     r"on (?:the|my)|if|unless)\b", _I)
-_GENERAL = re.compile(r"\b(?:generally|in general|usually|as a rule|always|never|in all|any|every)\b", _I)
+_GENERAL = re.compile(r"\b(?:generally|in general|usually|as a rule|always|never|in all|any|every|keep doing|"
+                      r"from now on|for me)\b", _I)
 _CONDITIONAL = re.compile(r"\b(?:if|unless|in case)\b", _I)
 _PRONOUN_LEAD = re.compile(r"^(?:i(?:'d| would)?\s+(?:really |strongly |much |generally |also )?)", _I)
 
@@ -59,7 +60,7 @@ _PREF_OBJECT_NOISE = words("always never prefer preferred rather like love hate 
 def extract_preferences(d: Digest, task_type: str | None, skip: set[int]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i, k in enumerate(d.kind):
-        if k != "user":
+        if k != "user" or is_closing(d.text[i]):
             continue
         later_calls: list[Call] | None = None
         for s in sentences(d.text[i]):
