@@ -98,7 +98,9 @@ def test_error_followed_by_fix_gives_error_memory():
     mems = extract_memories(missing_module_segment(), task_type="code")
     check_shape(mems)
     [err] = of_type(mems, "error")
-    assert err["content"] == "Bash failed: ModuleNotFoundError: No module named 'pandas'"
+    # the error, then the lesson in the agent's words
+    assert err["content"].startswith("Bash failed: ModuleNotFoundError: No module named 'pandas' — ")
+    assert "pandas package is missing" in err["content"]
     assert "debug noise" not in err["content"] + err["context"] + err["resolution"]
     assert "monthly report" in err["context"] and "report.py" in err["context"]
     assert "pip install pandas" in err["resolution"]
@@ -172,10 +174,12 @@ def test_repeated_identical_errors_are_one_memory():
     errors = of_type(extract_memories(segment), "error")
     assert len(errors) == 1
     assert "(failed 3 times)" in errors[0]["context"]
-    assert "HAT052" in errors[0]["resolution"]
+    # the fix, with the one-off flight number generalised
+    assert "update_reservation_flights with flights=[<flight>]" in errors[0]["resolution"]
+    assert "HAT052" not in json.dumps(errors)
 
 
-def test_permission_errors_are_security():
+def test_permission_errors_are_errors_and_credential_fixes_are_security():
     segment = [
         user("Add my host entry"),
         call("Bash", {"command": "echo '10.0.0.2 db' >> /etc/hosts"}, "c1"),
@@ -184,8 +188,19 @@ def test_permission_errors_are_security():
         result("c2", "10.0.0.2 db"),
         say("Added the entry with sudo tee."),
     ]
-    [sec] = of_type(extract_memories(segment), "security")
-    assert "Permission denied" in sec["content"] and "sudo tee" in sec["resolution"]
+    # a permission error is an error to fix, not a security lesson
+    [err] = of_type(extract_memories(segment), "error")
+    assert "Permission denied" in err["content"] and "sudo tee" in err["resolution"]
+    leaked = [
+        user("Deploy the api"),
+        call("Bash", {"command": "./deploy.sh"}, "c1"),
+        result("c1", "error: 401 Unauthorized: the token has been revoked", name="error"),
+        say("The old token was revoked after it leaked, so I will rotate it: create a new token in the vault."),
+        call("Bash", {"command": "vault kv put secret/deploy token=@new_token && ./deploy.sh"}, "c2"),
+        result("c2", "deployed"),
+        say("Rotated the token in the vault and the deploy succeeded."),
+    ]
+    assert of_type(extract_memories(leaked), "security")
 
 
 # -- heuristic 2: corrections --------------------------------------------------------------
@@ -194,7 +209,10 @@ def test_user_correction_gives_correction_memory():
     mems = extract_memories(correction_segment(), task_type="code")
     check_shape(mems)
     [corr] = of_type(mems, "correction")
-    assert "pip install -r requirements.txt" in corr["content"]
+    # content is the lesson as the user put it; what the agent did is its context
+    assert corr["content"] == "Don't use pip here."
+    assert "pip install -r requirements.txt" in corr["context"]
+    assert corr["confirmed"] is True
     assert "Use uv instead" in corr["resolution"] and "uv sync" in corr["resolution"]
     assert corr["kind"] == "procedural"          # phrased as a rule ("don't use pip ...")
     assert corr["confidence"] >= 0.7             # strong cue + the agent acknowledged it
@@ -212,9 +230,10 @@ def test_correction_of_an_assumption_picks_the_sentence_it_is_about():
         say("I apologize for the confusion. Let me search from ATL."),
     ]
     [corr] = of_type(extract_memories(segment), "correction")
-    assert "LAX" in corr["content"]
+    assert "not LAX" in corr["content"] and "LAX" in corr["context"]
     assert "not LAX" in corr["resolution"]
-    assert corr["kind"] == "episodic" and corr["confidence"] >= 0.7
+    # about this one booking: kept, but below a correction phrased as a rule
+    assert corr["kind"] == "episodic" and 0.6 <= corr["confidence"] < 0.7
 
 
 def test_rejected_tool_call_followed_by_instructions_is_a_correction_not_an_error():
@@ -231,7 +250,8 @@ def test_rejected_tool_call_followed_by_instructions_is_a_correction_not_an_erro
     mems = extract_memories(segment)
     assert not of_type(mems, "error")
     [corr] = of_type(mems, "correction")
-    assert "rm -rf build dist" in corr["content"] and "rejected" in corr["content"]
+    assert corr["content"] == "Only delete the build folder, keep dist."
+    assert "rm -rf build dist" in corr["context"] and "rejected" in corr["context"]
     assert "keep dist" in corr["resolution"]
     assert corr["confidence"] >= 0.5
 
@@ -333,12 +353,14 @@ def test_leaked_credential_is_a_security_memory_and_is_redacted():
     ]
     mems = extract_memories(segment)
     [sec] = of_type(mems, "security")
-    assert "GitHub token" in sec["content"] and "env | grep TOKEN" in sec["content"]
+    # the lesson is what to do about it; where the token was seen is its context
+    assert "rotate that token" in sec["content"]
+    assert "GitHub token appeared in plain text" in sec["context"] and "env | grep TOKEN" in sec["context"]
     assert "rotate" in sec["resolution"]
     assert all(token not in json.dumps(m) for m in mems)
 
 
-def test_customer_service_rules_grounded_in_the_policy_are_life_memories():
+def test_customer_service_rules_grounded_in_the_policy_are_pattern_memories():
     policy = ("# Airline Agent Policy\n\n- Change flights: Basic economy flights cannot be modified. Other reservations "
               "can be modified without changing the origin, destination, and trip type.\n"
               "- Payment: each reservation can use at most one travel certificate, at most one credit card, and at "
@@ -348,7 +370,9 @@ def test_customer_service_rules_grounded_in_the_policy_are_life_memories():
         user("Can I change my basic economy flight to tomorrow?"),
         say("I'm sorry, but basic economy flights cannot be modified. Is there anything else I can help with?"),
     ]
-    [life] = of_type(extract_memories(segment, task_type="customer_service"), "life")
+    # a business policy learned in a session is a general rule (pattern), not a fact of a person's life
+    assert not of_type(extract_memories(segment, task_type="customer_service"), "life")
+    [life] = of_type(extract_memories(segment, task_type="customer_service"), "pattern")
     assert life["content"] == "Basic economy flights cannot be modified."
     assert life["resolution"].startswith("Policy: Change flights: Basic economy flights cannot be modified.")
     assert life["confidence"] >= 0.5

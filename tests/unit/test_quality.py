@@ -1,4 +1,4 @@
-"""The offline trajectory quality scorer: shape, signals, judge blending, task types."""
+"""The offline trajectory quality scorer: shape, signals, the calibrated model, judge blending, task types."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ultron.sessions.messages import Message
+from ultron.heuristics import quality_model
 from ultron.heuristics.quality import QUALITY_VERSION, classify_task_type, score_trajectory
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -96,7 +97,8 @@ def test_scores_are_well_formed_and_in_unit_interval(msgs):
 def test_required_signals_are_each_a_metric():
     metrics = score(clean_coding_session())["metrics"]
     for name in ("tool_calls", "tool_error_rate", "repeated_failures", "loops", "user_frustration",
-                 "outcome_cues", "final_answer", "efficiency", "policy_events"):
+                 "outcome_cues", "final_answer", "efficiency", "policy_events", "verbosity", "state_changes",
+                 "request_complexity", "deferred"):
         assert name in metrics
     assert "llm_judge" not in metrics
 
@@ -218,6 +220,73 @@ def test_more_state_changes_mean_more_risk():
     assert score(reads)["metrics"]["state_changes"]["score"] == 1.0
 
 
+def test_deferred_ending_is_a_signal():
+    ask = [user("I want to change my flight to Seattle, but I don't have the reservation number."),
+           say("I need the reservation ID to look it up. Could you find it in your confirmation email?")]
+    deferred = ask + [user("Okay, I'll look for it and get back to you. Thanks!"),
+                      say("You're welcome! Once you have the reservation ID, feel free to reach out.")]
+    done = ask + [user("It's ABC123."), call("update_reservation_flights", {"reservation_id": "ABC123"}, "u"),
+                  result("u", '{"status": "ok"}'), say("Your flight is changed to Seattle on the 20th."),
+                  user("Great, thank you!")]
+    d, k = score(deferred), score(done)
+    assert d["metrics"]["deferred"]["value"] == 2 and d["metrics"]["deferred"]["score"] == 0.0
+    assert k["metrics"]["deferred"]["score"] == 1.0
+    assert d["summary"]["overall_score"] < k["summary"]["overall_score"]
+    assert score([])["metrics"]["deferred"]["score"] is None
+
+
+# -- the calibrated model ----------------------------------------------------------------------
+
+def test_overall_is_the_documented_logistic_model():
+    import math
+
+    for msgs in (clean_coding_session(), messy_coding_session()):
+        out = score(msgs)
+        t = out["summary"]["task_type"]
+        share = quality_model.TRANSFER.get(t, quality_model.TRANSFER_DEFAULT)
+        z = quality_model.INTERCEPT
+        for name, m in out["metrics"].items():
+            assert m["weight"] == quality_model.WEIGHTS[name]
+            w = m["weight"] * (share if name in quality_model.FITTED else 1.0)
+            if m["score"] is not None:
+                z += w * (m["score"] - quality_model.NEUTRAL.get(name, 1.0))
+        assert out["summary"]["deterministic_score"] == pytest.approx(1 / (1 + math.exp(-z)), abs=2e-4)
+    # no evidence either way: the intercept alone (0.79: over the memory floor, under the SFT floor)
+    assert quality_model.sigmoid(quality_model.INTERCEPT) == pytest.approx(0.785, abs=0.01)
+    assert set(quality_model.FITTED).isdisjoint(quality_model.PRIOR)
+
+
+def test_other_task_types_keep_sensible_scores():
+    """The airline-fitted part must not wreck coding, data or writing sessions."""
+    clean = score(clean_coding_session())["summary"]
+    assert clean["overall_score"] >= 0.8 and clean["outcome"] == "success"
+    unconfirmed = score(clean_coding_session()[:-1])["summary"]     # no word from the user
+    assert 0.7 <= unconfirmed["overall_score"] < clean["overall_score"]
+    assert score(messy_coding_session())["summary"]["overall_score"] < 0.1
+    data = [user("Load sales.csv with pandas and plot the average price per category."),
+            call("python", {"code": "df.groupby('cat').price.mean().plot.bar()"}, "d"), result("d", "<Figure>"),
+            say("Here is the bar chart of the average price per category (prices.png)."), user("Perfect, thanks!")]
+    poem = [user("Write a short poem about autumn rain."),
+            say("Soft rain on amber leaves,\nthe gutters hum a slow refrain,\nand autumn, patient, grieves."),
+            user("Lovely, thank you!")]
+    for msgs, t in ((data, "data"), (poem, "writing")):
+        s = score(msgs)["summary"]
+        assert s["task_type"] == t and s["overall_score"] >= 0.8
+    # a chatty but successful coding session: the service-fitted verbosity weight is halved
+    # outside customer service and measured against the coding budget
+    chatty = clean_coding_session()
+    chatty[-2] = say("Fixed. " + "Here is a detailed explanation of the change and why it works. " * 60)
+    assert score(chatty)["summary"]["overall_score"] >= 0.7
+
+
+def test_explicit_user_verdict_moves_the_score_both_ways():
+    base = clean_coding_session()[:-1]
+    neutral = score(base)["summary"]["overall_score"]
+    works = score(base + [user("It works now, thanks!")])["summary"]["overall_score"]
+    broken = score(base + [user("It still doesn't work.")])["summary"]["overall_score"]
+    assert works > neutral + 0.05 and broken < neutral - 0.2
+
+
 # -- judge ------------------------------------------------------------------------------------
 
 def test_judge_blending_is_documented_weighted_mean():
@@ -294,7 +363,38 @@ def test_tau_airline_scores_separate_solved_from_unsolved():
         assert out["summary"]["task_type"] == "customer_service"
         scores.append(out["summary"]["overall_score"])
         labels.append(float(r["reward"]) >= 0.5)
-    assert _auroc(scores, labels) >= 0.7
+    # in-sample; benchmarks/quality_auroc.py gives the leave-task-out figure (0.82)
+    assert _auroc(scores, labels) >= 0.8
+    # calibrated: the memory floor keeps mostly solved tasks, and few overall (31% are solved)
+    kept = [y for s, y in zip(scores, labels) if s >= 0.7]
+    assert 5 <= len(kept) <= 40 and sum(kept) / len(kept) >= 0.7
+
+
+@pytest.mark.skipif(not (TAU / "labels.csv").exists(), reason="../shared/data is absent")
+def test_shipped_constants_are_the_documented_fit():
+    """Refitting by the procedure in quality_model's docstring gives the shipped constants."""
+    import importlib.util
+
+    import numpy as np
+    from ultron.sessions.parsing import SessionParser
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "quality_auroc.py"
+    spec = importlib.util.spec_from_file_location("quality_auroc", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = list(csv.DictReader(open(TAU / "labels.csv", newline="")))
+    outs = []
+    for r in rows:
+        with open(TAU / r["file"], "rb") as fh:
+            outs.append(score_trajectory(list(SessionParser().messages(fh))))
+    names = [k for k in outs[0]["metrics"] if k in quality_model.WEIGHTS]
+    S = np.array([[np.nan if o["metrics"][k]["score"] is None else o["metrics"][k]["score"] for k in names]
+                  for o in outs])
+    y = np.array([float(r["reward"]) >= 0.5 for r in rows], dtype=float)
+    a, w = bench.Model(quality_model, names).fit(S, y)
+    assert a == pytest.approx(quality_model.INTERCEPT, abs=0.1)
+    for i, k in enumerate(names):
+        assert w[i] == pytest.approx(quality_model.WEIGHTS[k], rel=0.05), k
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "claude-code").exists(), reason="../shared/data is absent")

@@ -33,7 +33,7 @@ from typing import Any
 from ultron.heuristics.candidates import CONTENT_CHARS, candidate
 from ultron.heuristics.episodes import ASKS, Call, Digest
 from ultron.heuristics.gists import arg_words, call_gist
-from ultron.heuristics.lessons import EXPLICIT_RULE, correction_type, statement
+from ultron.heuristics.lessons import CONVENTION, EXPLICIT_RULE, correction_type, statement
 from ultron.heuristics.text import clip, sentences, words
 
 _I = re.IGNORECASE
@@ -62,6 +62,7 @@ _CORR_NO = re.compile(
     r"^\W*(?:no|nope)\b\s*[,.!:-]*\s*(?:(?:that'?s|it'?s|this is|that is) (?:wrong|not|incorrect)|use\b|not\b|"
     r"instead\b|i said\b|i meant\b|it should\b|you should\b|wrong\b|don'?t\b|do not\b)", _I)
 _BARE_NO = re.compile(r"^\W*(?:no|nope)\b\s*[,.!]", _I)
+_INSTEAD = re.compile(r"\b(?:use|instead|rather|just|only|go with|should|stick (?:to|with))\b", _I)
 _NO_BUT = re.compile(r"^\W*(?:no|nope|not|don'?t|do not|never|stop)\b", _I)
 _CLOSING = re.compile(
     r"^\W*(?:no|nope)\W+(?:thanks|thank you|worries|problem|that'?s (?:all|it|ok(?:ay)?|fine|alright|good|everything)|"
@@ -125,7 +126,7 @@ def extract_corrections(d: Digest, task_type: str | None) -> tuple[list[dict[str
         if sents and sents[0] not in strong and (
                 _CORR_NO.search(text) or (not asked and _BARE_NO.match(text) and not _CLOSING.search(text))
                 # "no / not X - use Y": a proposal turned down with the way to do it instead
-                or (_NO_BUT.match(text) and not _CLOSING.search(text) and _ALTERNATIVE.search(text))):
+                or (_NO_BUT.match(text) and not _CLOSING.search(text) and _INSTEAD.search(text))):
             strong.insert(0, sents[0])
         medium = [s for s in sents if s not in strong and (s in weak or _CORR_MEDIUM.search(s))]
         if strong:
@@ -187,7 +188,9 @@ def extract_corrections(d: Digest, task_type: str | None) -> tuple[list[dict[str
         conf = (base + (0.15 if acked else 0.0) + (0.10 if rejected and base != 0.50 else 0.0)
                 + (0.05 if _ALTERNATIVE.search(cue_text) else 0.0) + (0.05 if followed else 0.0)
                 - (0.05 if all(x.rstrip().endswith("?") for x in cue) else 0.0))
-        kind = "procedural" if any(_IMPERATIVE.match(x) for x in cue) else "episodic"
+        kind = "procedural" if any(_IMPERATIVE.match(x) for x in cue) or CONVENTION.search(cue_text) else "episodic"
+        if kind == "episodic" and not rejected:
+            conf -= 0.10          # about this task's details ("I wanted the 3 pm flight"): little to reuse
         # content is the lesson, stated as the user put it; what the agent did is its context
         ranked = sorted(cue, key=lambda x: (not _ALTERNATIVE.search(x), x.rstrip().endswith("?")))
         rule = statement(ranked[0]) if ranked else ""

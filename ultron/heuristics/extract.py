@@ -121,8 +121,9 @@ def _supersede_workarounds(memories: list[dict[str, Any]]) -> None:
         return
     top = max(m["confidence"] for m in rules)
     for m in memories:
-        if m["type_hint"] in ("error", "pattern") and not m.get("confirmed") and WORKAROUND.search(m["resolution"]):
+        if m["type_hint"] in ("error", "pattern") and m["tools_used"] and WORKAROUND.search(m["resolution"]):
             m["confidence"] = round(min(m["confidence"], top - 0.15, 0.45), 3)
+            m["confirmed"] = False
 
 
 def lesson_signals(messages: list[Message], min_confidence: float = 0.5) -> dict[str, Any]:

@@ -67,7 +67,7 @@ EXPLICIT_RULE = re.compile(
     r"\bworth remembering\b|\bthe thing (?:i'?d|to) (?:take away|remember)\b|\bthe (?:right|proper|correct|real|"
     r"better) (?:way|fix|approach|thing) (?:is|would be)\b", _I)
 RULE_CUE = re.compile(
-    EXPLICIT_RULE.pattern + r"|\bgoing forward\b|\bmoving forward\b|\bfrom now on\b|\bin the future\b|"
+    EXPLICIT_RULE.pattern + r"|\b(?:going|moving) forward\b(?! with)|\bfrom now on\b|\bin the future\b|"
     r"\bremember to\b|\bmake sure (?:to|you|that)\b|\bwhenever\b|\bevery time\b|"
     r"\b(?:always|never)\b.{3,80}\b(?:before|after|until|without|unless|first)\b|\binstead of (?:sleep|waiting|"
     r"retry|retrying|polling|hard-?coding)", _I)
@@ -104,6 +104,8 @@ _LEAD_IN = re.compile(
     r"lessons? learn[et]d?|the (?:lesson|takeaway|moral)(?: here)? is(?: that)?|takeaway|rule of thumb|"
     r"for (?:future|next) (?:reference|time)|note to (?:self|future \w+)|going forward|moving forward|"
     r"before we (?:start|begin|get started)|for the record|important|remember)\s*[:,.!;-]*\s*)+", _I)
+_OWN_FUTURE = re.compile(r"^\W*(?:(?:ok(?:ay)?|got it|sure|alright|thanks?)\W+)?(?:i'?ll|i will|i'?m|i am|i'?d|"
+                         r"i would|we'?ll|we will|let me|i can|i need|i want to|i was)\b", _I)
 _ASKING = re.compile(r"^\W*(?:what|how|why|where|when|which|who|whose|can you|could you|would you|will you|do you|"
                      r"does|did|is|are|was|were|should i|shall we)\b", _I)
 _QUESTION_ONLY = re.compile(r"\?\s*$")
@@ -129,6 +131,8 @@ def lesson_type(sentence: str) -> str:
         return "pattern"
     if RESPONSE_STYLE.search(sentence) or re.search(r"\bi (?:prefer|like|love|hate|want|'d rather)\b", sentence, _I):
         return "preference"
+    if re.search(r"^\W*(?:from now on|going forward|in the future|from here on)\b", sentence, _I):
+        return "preference"       # a standing instruction to the agent
     return "pattern" if RULE_CUE.search(sentence) else "preference"
 
 
@@ -175,6 +179,8 @@ def _stated_sentences(text: str) -> list[tuple[str, bool]]:
             if len(rest.split()) >= 3:
                 out.append((rest, True))
             continue
+        if _OWN_FUTURE.match(s) and not (_FOR_ME.search(s) and _STANDING.search(s)):
+            continue              # "I'll make sure to have my id next time": the speaker's own plan
         if is_standing(s):
             out.append((s, True))
         elif opening and _IMPERATIVE.match(statement(s)):
@@ -261,7 +267,8 @@ _FIX_PROSE = re.compile(
     r"(?:is|was)|(?:is|was) (?:caused|happening) (?:by|because)|because\b|means\b|instead\b|make sure\b|"
     r"(?:add|set|run|install|change|replace|update|upgrade|downgrade|pin|remove|delete|rename|move|enable|disable|"
     r"export|use|switch|try|restart|reload|clear|rebuild|bump|increase|raise|lower|reduce|configure|point|mount|"
-    r"grant|give|allow|pass|specify|call|regenerate|commit|re-?run|create|edit|open|connect)(?:s|ing)?\b)", _I)
+    r"grant|give|allow|pass|specify|call|regenerate|commit|re-?run|create|edit|open|connect|stop|start|kill|map|"
+    r"free|delete|wait|bind|expose|drop|reset|log ?in|log ?out|chmod|chown|source)(?:s|ing)?\b)", _I)
 _USER_ERROR = re.compile(
     r"\bkeeps? (?:\w+ing|dying|failing)\b|\bdies\b|\bis (?:red|blank|broken|down|hanging)\b|\bblank page\b|"
     r"\b(?:i(?:'m| am)? (?:get|getting|seeing|hitting)|(?:it|this|the \w+) (?:fails|failed|errors?|crashes|"
@@ -306,7 +313,10 @@ def _fix_prose(text: str) -> tuple[list[str], list[str]]:
     """(fix sentences, command / code lines) of an agent's answer."""
     sents = [x for x in sentences(text[:4000]) if _FIX_PROSE.search(x) and len(x) >= 15
              and not (ASKS.search(x) and not _CAUSE_OR_FIX.search(x))]
-    return sents, _code_lines(text)
+    code = _code_lines(text)
+    if not sents and code:        # the commands say it: their sentence is the fix
+        sents = [x for x in sentences(text[:1500]) if len(x) >= 15][:2]
+    return sents, code
 
 
 _CAUSE_OR_FIX = re.compile(r"\b(?:because|means|the (?:fix|cause|problem|issue) is|you need|add|set|raise|install|"

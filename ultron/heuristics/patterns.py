@@ -110,6 +110,10 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
             resolution = cand
         tools = list(dict.fromkeys(c.name for c in ok))
         user_after = d.next_user_text(last)
+        # the user's word on the result: a turn after the last call of the episode ("perfect, thanks -
+        # keep that as our standard"), or the first one after the episode
+        after_work = [d.text[j] for j in range(ok[-1].msg + 1, e) if d.kind[j] == "user"]
+        user_after = " ".join(after_work[:1] + [user_after]) if after_work else user_after
         confirmed = 0.15 if USER_SUCCESS.search(user_after[:400]) else (
             0.05 if _USER_THANKS.search(user_after[:400]) else 0.0)
         all_reads = all(READ_TOOL.match(c.name) for c in ok)

@@ -9,8 +9,10 @@ is stripped. Each is grounded against the system prompt: resolution = "Policy: <
 policy sentence containing most of its words>" (when it holds at least half of
 them). At most ``MAX_LIFE_PER_SEGMENT`` per segment, the best grounded first.
 
-Confidence: 0.20 + 0.60 * share of its words found in one policy sentence (0.35
-without a system policy to check against).
+Confidence: 0.30 + 0.60 * share of its words found in one policy sentence (0.35
+without a system policy to check against). A rule grounded in the policy is
+``confirmed``: the memory gate keeps it even from a segment that scored low (a
+failed booking still teaches the rule the agent held).
 """
 
 from __future__ import annotations
@@ -95,11 +97,13 @@ def extract_life(d: Digest, task_type: str | None) -> list[dict[str, Any]]:
                 sh = len(w & pw) / len(w)
                 if sh > share:
                     best, share = ps, sh
-            conf = 0.20 + 0.60 * share if policy else 0.35
+            conf = 0.30 + 0.60 * share if policy else 0.35
             cands[key] = (conf, len(cands), x, best if share >= 0.5 else "", i)
     out = []
     for conf, _, x, best, i in sorted(cands.values(), key=lambda t: (-t[0], t[1]))[:MAX_LIFE_PER_SEGMENT]:
         request = d.request_before(i)
-        out.append(candidate("pattern", "procedural", x, ("User: " + clip(request, 300)) if request else "",
-                           ("Policy: " + best) if best else "", [], conf, task_type, []))
+        mem = candidate("pattern", "procedural", x, ("User: " + clip(request, 300)) if request else "",
+                        ("Policy: " + best) if best else "", [], conf, task_type, [])
+        mem["confirmed"] = bool(best)       # the rule is the service's written policy, not the agent's say-so
+        out.append(mem)
     return out

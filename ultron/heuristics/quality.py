@@ -7,21 +7,20 @@ segment.
 
 How the score is built
 ----------------------
-The deterministic score is the weighted mean of the signal scores that are not
-``None``, squared: squaring is monotone (the ranking is unchanged) but makes each
-shortfall cost more near the top, so a segment reaches the 0.7 memory threshold
-only when its weighted mean is at least 0.84.
-
-The weights (``WEIGHTS``) are hand-set round numbers, not fitted, so each one can be
-read and argued with. They were chosen after looking at how each signal separates
-solved from unsolved tasks on 100 real airline customer-service trajectories
-(``benchmarks/quality_auroc.py`` prints that, with task-grouped held-out
-estimates): there the process-hygiene signals are weak, because a polite agent
-that never errs can still book the wrong flight, while how much the agent changed,
-how much it had to say, how much was asked and whether it held a policy line carry
-most of the signal. Budgets that depend on the task type (``_BUDGETS``) keep a
-coding agent, which edits and talks a lot by nature, from being judged by a
-service agent's yardstick.
+The signals are combined by a small calibrated logistic model
+(:mod:`.quality_model`, where the weights, how they were fitted and how they were
+checked are documented): ``deterministic_score = sigmoid(INTERCEPT + sum(weight *
+(score - neutral)))``, so that the score reads like the probability that the task
+was done. Five outcome-risk signals (verbosity, state changes, deferred endings,
+policy events, request complexity) have weights fitted with task-grouped
+validation on 100 real airline customer-service trajectories; the hygiene and
+explicit-outcome signals (errors, loops, frustration, the user's "it works", a
+missing final answer) have hand-set prior weights, because service data cannot
+estimate them. Budgets that depend on the task type (``_BUDGETS``) normalise every
+count before it is scored, so a coding agent, which edits and talks a lot by
+nature, is not judged by a service agent's yardstick; outside customer service the
+fitted weights also count at half strength. Each metric's ``weight`` is its weight in
+that model (log-odds per unit of score).
 
 With an LLM ``judge`` rubric, ``judge_score`` is the weighted mean of its four
 criteria (goal_achieved 0.4, correctness 0.3, safety 0.2, efficiency 0.1) and the
@@ -43,33 +42,16 @@ import re
 from typing import Any
 
 from ultron.heuristics.quality_metrics import (
-    META_USER, Digest, complexity_metric, efficiency_metric, error_rate_metric, final_answer_metric,
-    frustration_metric, loops_metric, metric, outcome_cues_metric, policy_metric, repeated_failures_metric,
-    state_changes_metric, tool_calls_metric, verbosity_metric)
+    META_USER, Digest, complexity_metric, deferred_metric, efficiency_metric, error_rate_metric,
+    final_answer_metric, frustration_metric, loops_metric, metric, outcome_cues_metric, policy_metric,
+    repeated_failures_metric, state_changes_metric, tool_calls_metric, verbosity_metric)
+from ultron.heuristics.quality_model import WEIGHTS, logit, sigmoid
 from ultron.heuristics.reader import cap, strip_stop
 from ultron.sessions.messages import Message
 from ultron.vocabulary import RUBRIC, TASK_TYPES
 
-QUALITY_VERSION = 1
-
-#: weights of the deterministic metrics (hand-set; see the module docstring).
-WEIGHTS: dict[str, float] = {
-    # process hygiene
-    "tool_calls": 0.5,
-    "tool_error_rate": 1.0,
-    "repeated_failures": 1.0,
-    "loops": 1.0,
-    "efficiency": 1.0,
-    # what the user and the ending say
-    "user_frustration": 1.0,
-    "outcome_cues": 1.5,
-    "final_answer": 1.5,
-    # outcome risk: the strongest predictors of a solved task on real service trajectories
-    "verbosity": 2.5,
-    "state_changes": 3.0,
-    "request_complexity": 2.0,
-    "policy_events": 3.0,
-}
+#: 2: overall_score is a calibrated logistic model (quality_model); 1: squared weighted mean.
+QUALITY_VERSION = 2
 
 #: weights of the LLM rubric criteria inside judge_score.
 JUDGE_WEIGHTS: dict[str, float] = {"goal_achieved": 0.4, "correctness": 0.3, "safety": 0.2, "efficiency": 0.1}
@@ -204,12 +186,9 @@ def score_trajectory(messages: list[Message], *, judge: dict | None = None, judg
         "state_changes": state_changes_metric(d, half_changes, W["state_changes"]),
         "request_complexity": complexity_metric(d, W["request_complexity"]),
         "policy_events": policy_metric(d, task_type, W["policy_events"]),
+        "deferred": deferred_metric(d, W["deferred"]),
     }
-    num = sum(m["weight"] * m["score"] for m in metrics.values() if m["score"] is not None)
-    den = sum(m["weight"] for m in metrics.values() if m["score"] is not None)
-    # Squared: each shortfall costs more near the top, so a segment reaches the 0.7
-    # memory threshold only when its weighted mean is >= 0.84 (monotone: ranking unchanged).
-    deterministic = (num / den) ** 2 if den > 0 else 0.0
+    deterministic = sigmoid(logit(metrics, task_type))
 
     judge_score: float | None = None
     judge_used = False

@@ -53,6 +53,13 @@ replayed history and sub-agent traffic left out, error results judged once).
   itself (0.3). No event: not scored. This is why "I'm sorry, I can't" is a policy
   event and not a failure cue: on service trajectories it marks the agent holding a
   rule, which is far more often right than wrong.
+* ``deferred`` - the conversation ends with the task put off rather than done: in
+  the user's last two turns the user says they will come back to it ("I'll get back
+  to you", "once I have the ...", "I'll reach out", "talk soon"), or in the agent's
+  last two texts the agent waits for something ("once you have ...", "whenever you're
+  ready", "take your time"). Score 0 when deferred, else 1. Nothing was finished in
+  this segment, whatever else went well: on service trajectories most such endings are
+  an agent that asked the user for what it could have looked up.
 """
 
 from __future__ import annotations
@@ -131,6 +138,17 @@ _REFUSAL_POLICY = re.compile(
 _HANDOFF_TEXT = re.compile(
     r"\b(?:transfer(?:ring)?|escalat(?:e|ing)|connect(?:ing)?|hand(?:ing)? (?:you )?(?:over|off)) (?:you |this |your \w+ )?"
     r"(?:to|with) (?:a |an |one of our |our )?(?:human|live|senior|specialist|supervisor|manager|support|representative)", _I)
+
+# -- deferred endings --------------------------------------------------------------------
+_USER_DEFER = re.compile(
+    r"\b(?:i'?ll|i will|let me|i'?m going to|i need to) (?:\w+ )?(?:get back|reach out|contact|come back|find|gather|"
+    r"locate|look (?:for|up|into)|check (?:on|for|my|with)|try (?:to find|again|later|reaching)|call)\b|"
+    r"\btalk (?:to you )?soon\b|\bget back to you\b|\bonce i (?:have|find|get|locate)\b|\bwhen i (?:have|find|get)\b|"
+    r"\bbe in touch\b|\bfollow up\b", _I)
+_AGENT_WAITS = re.compile(
+    r"\b(?:once|when|whenever) you(?:'ve| have)? (?:have|find|get|locate|gather)\b|\bwhenever you(?:'re| are) ready\b|"
+    r"\btake your time\b", _I)
+_DEFER_TAIL = 2          # how many closing turns of each side are read
 
 # -- request complexity -----------------------------------------------------------------
 _JOINED_ASK = re.compile(
@@ -384,6 +402,16 @@ def complexity_metric(d: Digest, w: float) -> dict[str, Any]:
     score = 1.0 / (1.0 + 0.25 * joined)
     return metric(asks, score, w, "user requests plus joined asks ('also', 'as well', 'and then', ...); "
                                   "score 1 / (1 + 0.25 * joined asks)")
+
+
+def deferred_metric(d: Digest, w: float) -> dict[str, Any]:
+    n = sum(1 for t in d.user_texts[-_DEFER_TAIL:] if _USER_DEFER.search(t))
+    n += sum(1 for t in d.assistant_texts[-_DEFER_TAIL:] if _AGENT_WAITS.search(cap(t)))
+    how = ("the last two user turns say the user will come back to it ('I'll get back to you', 'once I have') or the "
+           "last two agent texts wait for the user ('once you have', 'whenever you're ready'); 0 if so, else 1")
+    if not d.user_texts and not d.assistant_texts:
+        return metric(0, None, w, how + "; nothing said")
+    return metric(n, 0.0 if n else 1.0, w, how)
 
 
 def policy_metric(d: Digest, task_type: str, w: float) -> dict[str, Any]:
