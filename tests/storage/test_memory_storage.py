@@ -352,3 +352,43 @@ def test_a_running_service_notices_when_the_store_switches_embedders(client, mon
     monkeypatch.setattr(service_module, "PROFILE_RECHECK_SECONDS", 0.0)
     with pytest.raises(EmbeddingProfileMismatch, match="another-model"):
         client.upload_memory("flask is missing from the image", "docker", "add flask to requirements.txt")
+
+
+def test_a_low_scoring_segment_that_teaches_a_confirmed_lesson_is_extracted(client, tmp_path):
+    """The memory gate: the trajectory scored below the memory floor (a failed call, a fix done
+    by the user), but the user confirmed the fix, so its lesson is kept; the SFT floor is not
+    touched and a failed session that taught nothing gives no memory."""
+    lesson = write_jsonl(tmp_path / "prose-fix.jsonl", [
+        {"role": "user", "content": "psycopg2 won't install on the build box"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "run", "arguments": json.dumps(
+                {"cmd": "pip install psycopg2"})}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Error: pg_config executable not found."},
+        {"role": "assistant", "content": "psycopg2 builds from source and needs the libpq headers: run "
+                                         "`sudo apt-get install libpq-dev`, then install it again."},
+        {"role": "user", "content": "installed libpq-dev and pip works now, thanks"},
+    ])
+    failed = write_jsonl(tmp_path / "failed.jsonl", [
+        {"role": "user", "content": "psycopg2 won't install on the build box"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "run", "arguments": json.dumps(
+                {"cmd": "pip install psycopg2"})}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Error: pg_config executable not found."},
+        {"role": "assistant", "content": "Let me look into it."},
+        {"role": "user", "content": "forget it, I'll do it myself"},
+    ])
+    client.ingest([lesson, failed], "agent")
+    client.segment_pending_sessions()
+    client.label_pending_segments()
+    with client.db.engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT session_file, CAST(quality_metrics AS jsonb) -> 'summary' FROM task_segments")).all()
+    summaries = {f.rsplit("/", 1)[-1]: s for f, s in rows}
+    assert summaries["prose-fix.jsonl"]["overall_score"] < client.settings.trajectory_memory_score_threshold
+    assert summaries["prose-fix.jsonl"]["teaches_lesson"] is True
+    assert summaries["failed.jsonl"]["teaches_lesson"] is False
+    done = client.extract_memories_from_segments()
+    assert sorted(r.status for r in done) == ["extracted"]
+    with client.db.engine.connect() as conn:
+        [(memory_type, resolution)] = conn.execute(sa.text("SELECT memory_type, resolution FROM memory_records")).all()
+    assert memory_type == "error" and "libpq-dev" in resolution
