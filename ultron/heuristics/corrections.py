@@ -115,7 +115,7 @@ def extract_corrections(d: Digest, task_type: str | None) -> tuple[list[dict[str
             prev_user = i
             continue                    # stated as a general rule: the stated-lesson rule's memory
         if not (rejected or acked or CORR_STRONG.search(text) or _CORR_MEDIUM.search(text)
-                or _BARE_NO.match(text)):
+                or _BARE_NO.match(text) or (_NO_BUT.match(text) and _INSTEAD.search(text))):
             prev_user = i
             continue                    # cheap exit: no cue anywhere in the turn
         asked = bool(ASKS.search(prev_text[-400:]))

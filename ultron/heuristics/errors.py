@@ -104,7 +104,7 @@ def error_line(text: str) -> str:
 
 
 _OWN_STEP = re.compile(r"^\W*(?:let me|let's|i'?ll|i will|i'?m going to|first,? i|now i|next,? i|i need to check)\b", _I)
-_CAUSE = re.compile(
+CAUSE = re.compile(
     r"\bbecause\b|\bsince\b|\bdue to\b|\bmeans\b|\bmissing\b|\bnot (?:set|installed|available|supported|found|"
     r"loaded|enough|in sync)\b|\bthe (?:issue|problem|error|cause|culprit|reason) (?:is|was)\b|\bhappens when\b|"
     r"\bcaused by\b|\bdoesn'?t (?:exist|support|have|accept|match)\b|\bisn'?t\b|\bwasn'?t\b|\bout of (?:sync|date)\b|"
@@ -124,7 +124,7 @@ def _explanation(d: Digest, after_msg: int, before_msg: int) -> str:
             if ASKS.search(s) or s.endswith(":") or len(s) < 12:
                 continue
             own = bool(_OWN_STEP.match(s))
-            rank = 0 if _CAUSE.search(s) and not own else 1 if _FIX_CUE.search(s) and not own else \
+            rank = 0 if CAUSE.search(s) and not own else 1 if _FIX_CUE.search(s) and not own else \
                 2 if not own else 3 if _FIX_CUE.search(s) else 4
             ranked.append((rank, n, s))
             n += 1
@@ -146,7 +146,7 @@ def _closing_summary(d: Digest, after_msg: int, episode_end: int) -> str:
         if d.kind[j] != "assistant" or not d.text[j] or d.msg_calls.get(j):
             continue
         picked = [s for s in sentences(d.text[j][:2500]) if _SUMMARY_CUE.search(s) and not ASKS.search(s)
-                  and len(s) >= 15 and not _OWN_STEP.match(s)]
+                  and len(s) >= 15 and not _OWN_STEP.match(s) and not s.rstrip().endswith(":")]
         return clip(" ".join(picked[:2]), 300)
     return ""
 

@@ -39,7 +39,7 @@ from typing import Any
 from ultron.heuristics.candidates import candidate
 from ultron.heuristics.cues import SECURITY_ACTION, SECURITY_TOPIC, is_security_lesson, user_confirms
 from ultron.heuristics.episodes import ASKS, Digest
-from ultron.heuristics.errors import ERR_LINE, EXC_LINE, error_line
+from ultron.heuristics.errors import CAUSE, ERR_LINE, EXC_LINE, error_line
 from ultron.heuristics.gists import call_gist
 from ultron.heuristics.text import clip, norm_key, sentences
 
@@ -371,7 +371,12 @@ def extract_prose_fixes(d: Digest, task_type: str | None, fixed_errors: set[int]
         done.add(key)
         confirm = d.text[i]
         fix = clip(" ".join(sents[:3]), 380)
-        resolution = (("Run: " + "; ".join(code[:3]) + "\n") if code else "") + fix
+        # the agent's diagnosis, when an earlier answer gave it ("OOMKilled, exit code 137: ...")
+        cause = next((x for t in range(trouble + 1, j) if d.kind[t] == "assistant" and d.text[t]
+                      for x in sentences(d.text[t][:2000]) if CAUSE.search(x) and x not in sents
+                      and not _OWN_STEP.match(x) and len(x) >= 20), "")
+        resolution = (("Run: " + "; ".join(code[:3]) + "\n") if code else "") + fix + (
+            f"\nCause: {clip(cause, 200)}" if cause else "")
         typ = "security" if is_security_lesson(" ".join(sents + code)) else "error"
         head = f"{tool} failed: {err}" if tool else err
         conf = 0.45 + 0.30 + (0.05 if code else 0.0) + (0.05 if _DID_IT.search(confirm[:300]) else 0.0)
