@@ -33,7 +33,7 @@ from typing import Any
 from ultron.heuristics.candidates import CONTENT_CHARS, candidate
 from ultron.heuristics.episodes import ASKS, Call, Digest
 from ultron.heuristics.gists import arg_words, call_gist
-from ultron.heuristics.lessons import CONVENTION, EXPLICIT_RULE, correction_type, statement
+from ultron.heuristics.lessons import CONVENTION, EXPLICIT_RULE, correction_type, is_standing, statement
 from ultron.heuristics.text import clip, sentences, words
 
 _I = re.IGNORECASE
@@ -141,6 +141,8 @@ def extract_corrections(d: Digest, task_type: str | None) -> tuple[list[dict[str
             prev_user = i
             continue
         prev_user = i
+        if base < 0.6 and not rejected and any(is_standing(x) for x in sents):
+            continue                    # a weak cue in a rule stated for good: the stated-lesson rule's memory
         if not cue:
             continue
         probe = words(" ".join(cue))

@@ -19,7 +19,7 @@ CONFIRM = re.compile(
     r"resolved|sorted)\b|\b(?:all|build(?:'s| is)?|ci(?:'s| is)?|pipeline(?:'s| is)?|tests? (?:are|is)|checks? (?:are|is)"
     r") (?:green|passing)\b|\bgreen (?:now|again)\b|\bno more (?:errors?|warnings?|failures?|crash\w*)\b|"
     r"\b(?:problem|issue|error|warning|crash)(?:'s| is| has)? (?:gone|solved|fixed|resolved)\b|\bconfirmed\b|"
-    r"\bfixed\b|\bup and running\b|\b(?:shows? up|appears?|renders?|loads?|starts?|runs?|builds?|compiles?|"
+    r"\bfixed\b|\bup and running\b|\blooks? (?:right|good|fine|correct|ok(?:ay)?|normal) (?:now|again)\b|\b(?:shows? up|appears?|renders?|loads?|starts?|runs?|builds?|compiles?|"
     r"connects?|deploys?|resolves?|finishe[sd]|completes?|completed) (?:now|again|fine|correctly|properly|cleanly|"
     r"without (?:errors?|issues?|problems?))\b|\b(?:plot|page|it|build|job|deploy|app) renders\b|\bback (?:up|online|to normal)\b|\blooks good now\b", _I)
 _NOT_CONFIRM = re.compile(

@@ -52,8 +52,10 @@ _AGREE = re.compile(
 
 # -- what a stated lesson is about ----------------------------------------------------------
 CONVENTION = re.compile(
-    r"\bwe (?:use|always|never|don'?t|do not|only|prefer|stick|standardi[sz]ed|went with|deploy|write|keep|name|"
-    r"put|run|follow|avoid|pin|tag|squash|rebase)\b|\b(?:in|for|across) (?:this|our|the) (?:repo(?:sitory)?|project|"
+    r"\bwe(?:'ve| have)? (?:\w+ )?(?:use|always|never|don'?t|do not|only|prefer|stick|standardi[sz]ed|went with|deploy|"
+    r"write|keep|name|put|run|follow|avoid|pin|tag|squash|rebase|ripped|removed|dropped|banned|moved|switched|"
+    r"migrated|replaced|ban|forbid|require)\b|\b\w+ (?:in )?here (?:are|is|use|uses|go|goes|follow|follows|must|"
+    r"should|need)\b|\b(?:is|are) banned\b|\b\S+ only\b(?= *(?:[.!,;—-]|$))|\b(?:in|for|across) (?:this|our|the) (?:repo(?:sitory)?|project|"
     r"codebase|team|company|org(?:anization)?|monorepo|shop|stack)\b|\bour (?:convention|team|style ?guide|"
     r"standard|codebase|repo|policy|rule|setup|ci|linter|stack)\b|\bhere we\b|\bhouse (?:style|rule)\b|"
     r"\b(?:team|project|repo) (?:convention|rule|policy|standard)\b|\bstyle ?guide\b|\b(?:applies|goes) (?:to|for) "
@@ -69,8 +71,10 @@ EXPLICIT_RULE = re.compile(
 RULE_CUE = re.compile(
     EXPLICIT_RULE.pattern + r"|\b(?:going|moving) forward\b(?! with)|\bfrom now on\b|\bin the future\b|"
     r"\bremember to\b|\bmake sure (?:to|you|that)\b|\bwhenever\b|\bevery time\b|"
-    r"\b(?:always|never)\b.{3,80}\b(?:before|after|until|without|unless|first)\b|\binstead of (?:sleep|waiting|"
+    r"(?:^\W*|[,;:—-]\s*|\b(?:should|must|to|and|please)\s+)(?:always|never)\b.{3,80}\b(?:before|after|until|without|"
+    r"unless|first)\b|\binstead of (?:sleep|waiting|"
     r"retry|retrying|polling|hard-?coding)", _I)
+_PLEASE = re.compile(r"^\W*(?:\w+\W+){0,2}?(?:please|pls|plz)\b", _I)
 _FOR_ME = re.compile(
     r"\b(?:for|with|to) me\b|\b(?:give|show|send|tell|write|answer|ask) me\b|\bi (?:really |generally |strongly |much )?(?:prefer|like|love|hate|want|use|need|can'?t "
     r"read|find|'d rather|would rather)\b|\bmy (?:preference|taste|eyes|style)\b|\bgeneral preference\b", _I)
@@ -106,7 +110,7 @@ _LEAD_IN = re.compile(
     r"before we (?:start|begin|get started)|for the record|important|remember)\s*[:,.!;-]*\s*)+", _I)
 _OWN_FUTURE = re.compile(r"^\W*(?:(?:ok(?:ay)?|got it|sure|alright|thanks?)\W+)?(?:i'?ll|i will|i'?m|i am|i'?d|"
                          r"i would|we'?ll|we will|let me|i can|i need|i want to|i was)\b", _I)
-_ASKING = re.compile(r"^\W*(?:what|how|why|where|when|which|who|whose|can you|could you|would you|will you|do you|"
+ASKING = re.compile(r"^\W*(?:(?:quick one|quick question|question|q|hey|hi|so|also|btw|ok(?:ay)?)\W+)?(?:what|how|why|where|when|which|who|whose|can you|could you|would you|will you|do you|"
                      r"does|did|is|are|was|were|should i|shall we)\b", _I)
 _QUESTION_ONLY = re.compile(r"\?\s*$")
 _CLOSING_ONLY = re.compile(r"^\W*(?:thanks?|thank you|ok(?:ay)?|great|perfect|cool|nice|bye)\W*$", _I)
@@ -119,7 +123,8 @@ def lesson_type(sentence: str) -> str:
     if SECURITY_TOPIC.search(sentence) and (SECURITY_ACTION.search(sentence) or _STANDING.search(sentence)
                                             or RULE_CUE.search(sentence)):
         return "security"
-    if _FOR_ME.search(sentence) or _TALKING.search(sentence):
+    if _FOR_ME.search(sentence) or _TALKING.search(sentence) or (_PLEASE.match(sentence)
+                                                                   and not CONVENTION.search(sentence)):
         return "preference"       # what this user wants, or how to talk to them, however it is phrased
     if EXPLICIT_RULE.search(sentence):
         return "pattern"
@@ -154,6 +159,18 @@ def statement(sentence: str) -> str:
     return s[:1].upper() + s[1:]
 
 
+_ANY_CASE_SPLIT = re.compile(r"(?<=[.?!])\s+(?=[\w\"'`(])")
+
+
+def clauses(text: str) -> list[str]:
+    """Sentences, also where people type on in lowercase ("which timezone is that?? ok, a
+    thing for the future: always ...")."""
+    out: list[str] = []
+    for s in sentences(text):
+        out.extend(x for x in _ANY_CASE_SPLIT.split(s) if x.strip())
+    return out
+
+
 def is_standing(sentence: str) -> bool:
     """A sentence that states something for good: a rule cue, a convention, a security rule,
     or what the user wants of everything the agent does for them."""
@@ -168,8 +185,8 @@ def _stated_sentences(text: str) -> list[tuple[str, bool]]:
     every imperative sentence of the same message."""
     out: list[tuple[str, bool]] = []
     opening = False
-    for s in sentences(text[:3000]):
-        if len(s) < 10 or _QUESTION_ONLY.search(s) or _CLOSING_ONLY.match(s) or _ASKING.match(s):
+    for s in clauses(text[:3000]):
+        if len(s) < 10 or _QUESTION_ONLY.search(s) or _CLOSING_ONLY.match(s) or ASKING.match(s):
             if BEFORE_START.search(s):
                 opening = True
             continue
@@ -208,13 +225,18 @@ def extract_stated(d: Digest, task_type: str | None, skip: set[int]) -> tuple[li
                     r"\b(?:got it|understood|noted|will do|good (?:call|point)|makes sense|you'?re right|i'?ll "
                     r"(?:remember|keep|use|make sure|stick|follow|do that|wait|always|never)|thanks for|"
                     r"will (?:use|keep|remember|follow|do))\b", reply[:400], _I))
-                reason = [x for x in sentences(d.text[i][:3000]) if x != s and _REASON.search(x)][:1]
-                if _REASON.search(s):
-                    reason = []
-                conf = 0.70 + (0.10 if acked else 0.0) + (0.05 if reason or _REASON.search(s) else 0.0)
+                all_sents = sentences(d.text[i][:3000])
+                reason = [x for x in all_sents if x != s and _REASON.search(x)][:1]
+                has_reason = bool(reason or _REASON.search(s))
+                # what the user says right after the rule elaborates it ("it's structlog everywhere - ...")
+                at = all_sents.index(s) if s in all_sents else -1
+                follow = [x for x in all_sents[at + 1:at + 3] if at >= 0 and not ASKING.match(x)
+                          and not x.rstrip().endswith("?") and x not in reason and len(x) >= 12]
+                reason = follow + reason
+                conf = 0.70 + (0.10 if acked else 0.0) + (0.05 if has_reason else 0.0)
                 if typ == "preference" and not _STANDING.search(s) and not BEFORE_START.search(d.text[i]):
                     conf -= 0.10
-                resolution = rule if not reason else f"{rule} {reason[0]}"
+                resolution = clip(" ".join([rule] + reason[:3]), 560)
                 workaround = _workaround(d, i)
                 if workaround and typ == "pattern":
                     resolution += f" (Instead of the workaround: {workaround}.)"
@@ -270,6 +292,8 @@ _FIX_PROSE = re.compile(
     r"grant|give|allow|pass|specify|call|regenerate|commit|re-?run|create|edit|open|connect|stop|start|kill|map|"
     r"free|delete|wait|bind|expose|drop|reset|log ?in|log ?out|chmod|chown|source)(?:s|ing)?\b)", _I)
 _USER_ERROR = re.compile(
+    r"\bweird\b|\bgarbled\b|\bcomes? out (?:like|as|wrong|garbled|broken)\b|\bshows? up as\b|\bwhat gives\b|"
+    r"\b(?:isn'?t|is not|aren'?t|not) (?:working|showing|loading|picking up|starting|connecting)\b|"
     r"\bkeeps? (?:\w+ing|dying|failing)\b|\bdies\b|\bis (?:red|blank|broken|down|hanging)\b|\bblank page\b|"
     r"\b(?:i(?:'m| am)? (?:get|getting|seeing|hitting)|(?:it|this|the \w+) (?:fails|failed|errors?|crashes|"
     r"breaks|throws|dies)|error\b|exception\b|traceback\b|fails? with\b|won'?t (?:start|build|run|compile|"

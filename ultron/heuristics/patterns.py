@@ -117,10 +117,15 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
         confirmed = 0.15 if USER_SUCCESS.search(user_after[:400]) else (
             0.05 if _USER_THANKS.search(user_after[:400]) else 0.0)
         all_reads = all(READ_TOOL.match(c.name) for c in ok)
+        # a one-off change to code or docs ("rename X to Y", "add a test for Z"), made mostly of
+        # edits: the change is the deliverable, there is no procedure in it to reuse
+        edits = sum(1 for c in ok if _EDIT_TOOL.search(c.name) or _EDIT_CMD.match(_command(c)))
+        changes = [c for c in ok if c.kind != "read" and not READ_TOOL.match(c.name)]
+        one_off = _EDIT_GOAL.match(goal) is not None and edits * 2 >= len(changes)
         conf = (0.42 + 0.04 * min(steps - PATTERN_MIN_CALLS, 5)
                 + (0.10 if _COMPLETION.search(final[:1500]) else 0.0) + confirmed
                 - min(0.15, 0.05 * len(errors)) - (0.10 if all_reads else 0.0)
-                - (0.20 if _ASSISTANT_FAILURE.search(final[:1500]) else 0.0))
+                - (0.20 if _ASSISTANT_FAILURE.search(final[:1500]) else 0.0) - (0.15 if one_off else 0.0))
         outcome = first_sentence(final, 220)
         follow = [d.text[j] for j in range(s, e) if d.kind[j] == "user" and d.text[j] != goal
                   and not CONTINUE.match(d.text[j]) and not is_closing(d.text[j])][:2]
@@ -154,3 +159,14 @@ def _steps(c: Call) -> int:
     if not cmd:
         return 1
     return min(4, 1 + len([p for p in _CHAIN.split(cmd[:600]) if p.strip()]) - 1) if _CHAIN.search(cmd) else 1
+
+
+_EDIT_TOOL = re.compile(r"edit|write|str_replace|apply_patch|patch|create_file|fs_write", _I)
+_EDIT_CMD = re.compile(r"^\s*(?:sed -i|mv |git mv|cp |rm |touch |cat >|echo .*>)", _I)
+_EDIT_GOAL = re.compile(
+    r"^\W*(?:(?:can you|could you|please|pls|now|ok(?:ay)?|hey|hi)\W+)*(?:rename|add|fix|change|update|remove|delete|"
+    r"refactor|write|implement|create|move|tweak|bump|replace|make)\b", _I)
+
+
+def _command(c: Call) -> str:
+    return next((v for k, v in (c.args or {}).items() if k in COMMAND_KEYS and isinstance(v, str)), "")
