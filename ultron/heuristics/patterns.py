@@ -125,7 +125,7 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
         conf = (0.42 + 0.04 * min(steps - PATTERN_MIN_CALLS, 5)
                 + (0.10 if _COMPLETION.search(final[:1500]) else 0.0) + confirmed
                 - min(0.15, 0.05 * len(errors)) - (0.10 if all_reads else 0.0)
-                - (0.20 if _ASSISTANT_FAILURE.search(final[:1500]) else 0.0) - (0.15 if one_off else 0.0))
+                - (0.20 if _ASSISTANT_FAILURE.search(final[:1500]) else 0.0) - (0.10 if one_off else 0.0))
         outcome = first_sentence(final, 220)
         follow = [d.text[j] for j in range(s, e) if d.kind[j] == "user" and d.text[j] != goal
                   and not CONTINUE.match(d.text[j]) and not is_closing(d.text[j])][:2]
