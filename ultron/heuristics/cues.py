@@ -47,7 +47,7 @@ GAVE_UP = re.compile(
 
 SECURITY_TOPIC = re.compile(
     r"\b(?:secrets?|credentials?|api[ _-]?keys?|access[ _-]?keys?|tokens?|passwords?|passphrases?|private[ _-]?keys?|"
-    r"ssh[ _-]?keys?|\.env\b|dotenv|leak(?:ed|s)?|expos(?:ed|ure)|plain ?text|rotate[sd]?|rotation|revoke[sd]?|"
+    r"ssh[ _-]?keys?|\.env\b|dotenv|leak(?:ed|s)?|expos(?:ed|ure)|plain ?text|"
     r"vault|secrets? manager|kms|chmod 600|0600|world-readable|(?:old|leaked|exposed|compromised|committed|live|"
     r"secret|signing|registry|deploy) (?:keys?|tokens?)|card numbers?|cvv|cvc)", _I)
 SECURITY_ACTION = re.compile(

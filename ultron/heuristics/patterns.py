@@ -90,6 +90,10 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
         for c in ok:
             gist = arg_gist(c.args, c.raw, 70)
             command = c.args is not None and any(isinstance(c.args.get(k), str) for k in COMMAND_KEYS)
+            parts = [p.strip() for p in _CHAIN.split(_command(c)[:600]) if p.strip()] if command else []
+            if len(parts) > 1:            # a chained command: each part is a step of its own
+                runs.extend((c.name, [f"`{clip(p, 70)}`"], [1]) for p in parts[:4])
+                continue
             if runs and runs[-1][0] == c.name and not command:
                 runs[-1][2][0] += 1
                 if gist and gist not in runs[-1][1]:
