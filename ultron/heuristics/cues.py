@@ -46,10 +46,10 @@ GAVE_UP = re.compile(
 
 
 SECURITY_TOPIC = re.compile(
-    r"\b(?:secrets?|credentials?|api[ _-]?keys?|access[ _-]?keys?|tokens?|passwords?|passphrases?|private[ _-]?keys?|"
-    r"ssh[ _-]?keys?|\.env\b|dotenv|leak(?:ed|s)?|expos(?:ed|ure)|plain ?text|"
-    r"vault|secrets? manager|kms|chmod 600|0600|world-readable|(?:old|leaked|exposed|compromised|committed|live|"
-    r"secret|signing|registry|deploy) (?:keys?|tokens?)|card numbers?|cvv|cvc)", _I)
+    r"(?<![\w.])\.env\b|\b(?:secrets?|credentials?|api[ _-]?keys?|access[ _-]?keys?|tokens?|passwords?|passphrases?|"
+    r"private[ _-]?keys?|ssh[ _-]?keys?|dotenv|leak(?:ed|s)?|expos(?:ed|ure)|plain ?text|vault|secrets? manager|kms|"
+    r"chmod 600|0600|world-readable|(?:old|leaked|exposed|compromised|committed|live|secret|signing|registry|deploy|"
+    r"stripe|aws|gcp|service[ -]account|gpg|pgp) (?:keys?|tokens?)|card numbers?|cvv|cvc)\b", _I)
 SECURITY_ACTION = re.compile(
     r"\b(?:rotat\w*|revok\w*|regenerat\w*|invalidat\w*|deactivat\w*|never (?:commit|push|paste|log|share|store|"
     r"hard-?code|echo|print|collect|repeat|ask for)|"
