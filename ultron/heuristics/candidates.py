@@ -24,7 +24,7 @@ from ultron.heuristics.text import clip, clip_lines, norm_key, redact
 # Field sizes of extracted memories.
 CONTENT_CHARS = 300
 CONTEXT_CHARS = 600
-RESOLUTION_CHARS = 600
+RESOLUTION_CHARS = 900
 
 # Topical tags: a tag is given when one of its words (or file extensions) is in the memory's
 # texts. One tokenisation pass and set lookups: no per-tag regular expression.

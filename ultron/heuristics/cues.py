@@ -13,11 +13,11 @@ _I = re.IGNORECASE
 # -- the user saying it worked ----------------------------------------------------------
 CONFIRM = re.compile(
     r"\b(?:did it|did the trick|does the trick|fixed it|solved it|sorted it|sorted now|was it|nailed it|that'?s the fix|"
-    r"that'?s what it was)\b|\b(?:works|worked|working|passes|passed|passing|succeeded|succeeds|connects|connected|"
+    r"that'?s what it was)\b|\b(?:works|worked|working|pass|passes|passed|passing|succeeded|succeeds|connects|connected|"
     r"went through|goes through|builds|compiles|deploys|deployed|loads|runs)\b(?! (?:on|for) (?:my|your) (?:end|side)"
     r" (?:either|too))|\b(?:it|that|this|everything)(?:'s| is) (?:up|live|green|fine now|good now|back|gone|fixed|"
     r"resolved|sorted)\b|\b(?:all|build(?:'s| is)?|ci(?:'s| is)?|pipeline(?:'s| is)?|tests? (?:are|is)|checks? (?:are|is)"
-    r") (?:green|passing)\b|\bgreen (?:now|again)\b|\bno more (?:errors?|warnings?|failures?|crash\w*)\b|"
+    r") (?:green|passing)\b|\bgreen (?:now|again)\b|\b(?:no more|no|zero|0) (?:errors?|warnings?|failures?|crash\w*|mismatch(?:es)?|restarts?)\b|"
     r"\b(?:problem|issue|error|warning|crash)(?:'s| is| has)? (?:gone|solved|fixed|resolved)\b|\bconfirmed\b|"
     r"\bfixed\b|\bup and running\b|\blooks? (?:right|good|fine|correct|ok(?:ay)?|normal) (?:now|again)\b|\b(?:shows? up|appears?|renders?|loads?|starts?|runs?|builds?|compiles?|"
     r"connects?|deploys?|resolves?|finishe[sd]|completes?|completed) (?:now|again|fine|correctly|properly|cleanly|"

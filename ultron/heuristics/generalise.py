@@ -119,6 +119,8 @@ _URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s\"'`<>)\]]+")
 _CARD_BEFORE = re.compile(r"(?i:card|certificate|voucher|coupon)(?: (?i:number|no\.?|ending in|ending))? ?#?$")
 _CARD_AFTER = re.compile(r" (?i:(?:credit |debit |master ?|visa |amex )?card)\b")
 _DATE_AHEAD = re.compile(r" (?:<date>|(?:19|20)\d\d-\d\d-\d\d)")
+_SERVICE_WORDS = ("reservation", "booking", "confirmation", "flight", "order", "ticket", "itinerar", "passenger",
+                  "<user_id>", "<reservation_id>")
 _AIR_WORDS = ("flight", "depart", "arriv", "airline", "boarding", "layover", "nonstop", "itinerar")
 _MONTH_DATE = re.compile(rf"{_MONTH}\.? {_DAY}\b(?:,? (?:19|20)\d\d\b)?")
 _KV = re.compile(
@@ -229,7 +231,7 @@ def _month_date(m: re.Match) -> str:
     return "<date>" if _starts_word(m) else m.group(0)
 
 
-def _tokens(text: str, air: bool) -> str:
+def _tokens(text: str, air: bool, service: bool = True) -> str:
     carriers: set[str] = set()
     urls = [u.span() for u in _URL.finditer(text)] if "://" in text else ()
 
@@ -242,6 +244,8 @@ def _tokens(text: str, air: bool) -> str:
             if _CARD_BEFORE.search(before) or len(tok) == 4 and _CARD_AFTER.match(text, m.end()):
                 return "<payment_id>"
             return tok if kind == "short" or _round(tok) else "<number>"
+        if kind == "reservation_id" and not service:
+            return tok            # a bare 6-character code outside bookings is a name (IL2CPP, ES2020 ...)
         if kind == "flight":
             prefix = tok.rstrip("0123456789")
             if not (air or prefix in carriers or _DATE_AHEAD.match(text, m.end())):
@@ -270,7 +274,7 @@ def generalise(text: str, people: Iterable[str] = ()) -> str:
         text = _EMAIL.sub("<email>", text)
     low = text.lower()
     if _DIGIT.search(text):
-        text = _tokens(text, any(w in low for w in _AIR_WORDS))
+        text = _tokens(text, any(w in low for w in _AIR_WORDS), any(w in low for w in _SERVICE_WORDS))
         text = _MONTH_DATE.sub(_month_date, text)
     if any(k in low for k in _KV_WORDS):
         text = _KV.sub(_kv, text)

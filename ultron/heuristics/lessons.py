@@ -279,7 +279,8 @@ def _workaround(d: Digest, i: int) -> str:
     ep = d.episode_of[i]
     for c in d.calls:
         if d.episode_of[c.msg] == ep and WORKAROUND.search(c.raw or ""):
-            return clip(c.raw.replace("\\n", " "), 80)
+            m = WORKAROUND.search(c.raw)
+            return clip(c.raw[max(0, m.start() - 30):m.end() + 30].replace("\\n", " "), 80)
     return ""
 
 
@@ -292,6 +293,9 @@ _FIX_PROSE = re.compile(
     r"grant|give|allow|pass|specify|call|regenerate|commit|re-?run|create|edit|open|connect|stop|start|kill|map|"
     r"free|delete|wait|bind|expose|drop|reset|log ?in|log ?out|chmod|chown|source)(?:s|ing)?\b)", _I)
 _USER_ERROR = re.compile(
+    r"\b(?:crash(?:es|ed|ing)?|broke|broken|fails?|failing|failed|errors?|exceptions?|hangs?|hanging|stuck|"
+    r"mismatch(?:es)?|nonsense|bug(?:gy)?|timeouts?|timed out|refused|rejected|denied|dies|died|garbled|blank|spam|"
+    r"(?:does|did|is|was)n'?t (?:work|working|load|start|build|run|connect|arrive|show)|wrong|missing|not found)\b|"
     r"\bweird\b|\bgarbled\b|\bcomes? out (?:like|as|wrong|garbled|broken)\b|\bshows? up as\b|\bwhat gives\b|"
     r"\b(?:isn'?t|is not|aren'?t|not) (?:working|showing|loading|picking up|starting|connecting)\b|"
     r"\bkeeps? (?:\w+ing|dying|failing)\b|\bdies\b|\bis (?:red|blank|broken|down|hanging)\b|\bblank page\b|"

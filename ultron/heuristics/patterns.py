@@ -88,7 +88,7 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
         # steps: runs of the same tool collapsed (not for commands, each of which is a step)
         runs: list[tuple[str, list[str], list[int]]] = []     # (tool, distinct gists, [count])
         for c in ok:
-            gist = arg_gist(c.args, c.raw, 70)
+            gist = arg_gist(c.args, c.raw, 60)
             command = c.args is not None and any(isinstance(c.args.get(k), str) for k in COMMAND_KEYS)
             parts = [p.strip() for p in _CHAIN.split(_command(c)[:600]) if p.strip()] if command else []
             if len(parts) > 1:            # a chained command: each part is a step of its own
