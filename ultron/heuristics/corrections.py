@@ -47,7 +47,7 @@ CORR_STRONG = re.compile(
     r"(?:are|were) (?:wrong|mistaken)|used the wrong)\b|"
     r"\b(?:the )?wrong (?:file|one|flight|path|directory|folder|version|branch|command|name|date|id|number|"
     r"airport|city|reservation|place|answer|approach|tool|column|table|function|method|package|url|port|value)\b|"
-    r"(?:^|[,;:]\s*|\bplease\s+|\bjust\s+)use\s+\S+(?:\s+\S+){0,4}?\s+instead\b|,\s*not\s+(?:the\s+|a\s+|an\s+)?[\w.\-/`'\"]+\s*(?:[.!?]|$)|"
+    r"(?:^|[,;:]\s*|\bplease\s+|\bjust\s+)use\s+\S+(?:\s+\S+){0,4}?\s+instead\b|,\s*not\s+(?:the\s+|a\s+|an\s+)?[\w.\-/`'\"]+\s*(?:[.!?;:—–]|\s-\s|$)|"
     r"\bnot\s+[\w.\-/`'\"]+\s*,\s*but\b", _I)
 # The user correcting their own earlier input, or a conditional: weaker evidence against the agent.
 _SELF_OR_IF = re.compile(

@@ -205,8 +205,13 @@ def _find_fix(d: Digest, err: Call) -> tuple[Call | None, float]:
     return best[2], best[3]
 
 
-def extract_errors(d: Digest, task_type: str | None) -> tuple[list[dict[str, Any]], set[int]]:
-    """Error memories, and the positions of the failed calls that found a fix."""
+def extract_errors(d: Digest, task_type: str | None, corrected: set[int] = frozenset()
+                   ) -> tuple[list[dict[str, Any]], set[int]]:
+    """Error memories, and the positions of the failed calls that found a fix.
+
+    ``corrected``: user messages that correct the agent or state a convention. When one
+    comes between an error and its fix, the user's words are the lesson (their own
+    memory) and the error memory is kept below them."""
     out: list[dict[str, Any]] = []
     fixed: set[int] = set()
     done: set[tuple[str, str]] = set()
@@ -303,13 +308,16 @@ def extract_errors(d: Digest, task_type: str | None) -> tuple[list[dict[str, Any
         conf = (0.40 + (0.20 if same else 0.0) + 0.15 * min(1.0, sim) + (0.10 if success else 0.0)
                 + (0.05 if expl else 0.0) + (0.05 if gap == 0 else 0.0) - (0.15 if recurred else 0.0)
                 - (0.05 if gap > 5 else 0.0))
+        told = any(j in corrected for j in range(last_err.result_msg, fix.msg))
+        if told:
+            conf -= 0.20
         tools = [err.name] + [c.name for c in between] + [fix.name]
         mem = candidate(type_hint, "procedural", content, context, resolution, tools, conf, task_type,
                         [err.raw[:400], fix.raw[:400], request])
         # the user saying it works now, after the fix and before asking anything new
         # confirmed: the user says it works now, or the fix reports success and the error did not come back
         later = [c for c in d.calls[fix.pos + 1:] if c.episode == fix.episode and not c.housekeeping]
-        mem["confirmed"] = not recurred and (
+        mem["confirmed"] = not recurred and not told and (
             user_confirms(d.next_user_text(fix.result_msg if fix.result_msg >= 0 else fix.msg)) or success
             or not any(c.error for c in later))      # nothing failed after the fix
         out.append(mem)

@@ -56,16 +56,16 @@ def extract_memories(messages: list[Message], *, task_type: str | None = None) -
     if not d.msgs:
         return []
     memories: list[dict[str, Any]] = []
-    errors, fixed = extract_errors(d, task_type)
-    memories.extend(errors)
     corrections, used = extract_corrections(d, task_type)
-    memories.extend(corrections)
     stated, said = extract_stated(d, task_type, used)
+    told = used | {i for i in said if any(m["type_hint"] == "correction" for m in stated)}
+    errors, fixed = extract_errors(d, task_type, told)
+    memories.extend(errors)
+    memories.extend(corrections)
     memories.extend(stated)
     memories.extend(extract_prose_fixes(d, task_type, fixed))
     memories.extend(extract_preferences(d, task_type, used))
-    corrected = used | {i for i in said if any(m["type_hint"] == "correction" for m in stated)}
-    memories.extend(extract_patterns(d, task_type, fixed, corrected))
+    memories.extend(extract_patterns(d, task_type, fixed, told))
     sightings = extract_security(d, task_type)
     lesson = extract_security_lessons(d, task_type, " ".join(
         m["content"] for m in sightings if m["content"].endswith("in plain text in " + m["content"].split(

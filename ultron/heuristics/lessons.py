@@ -54,7 +54,8 @@ _AGREE = re.compile(
 CONVENTION = re.compile(
     r"\bwe(?:'ve| have)? (?:\w+ )?(?:use|always|never|don'?t|do not|only|prefer|stick|standardi[sz]ed|went with|deploy|"
     r"write|keep|name|put|run|follow|avoid|pin|tag|squash|rebase|ripped|removed|dropped|banned|moved|switched|"
-    r"migrated|replaced|ban|forbid|require)\b|\b\w+ (?:in )?here (?:are|is|use|uses|go|goes|follow|follows|must|"
+    r"migrated|replaced|ban|forbid|require|talk|address|say|call|spell)\b|\b(?:in|for|across) (?:our|the) (?:app|"
+    r"product|docs|brand|service|platform|site|emails?)\b|\b(?:brand|voice|style) (?:voice |style )?guide\b|\b\w+ (?:in )?here (?:are|is|use|uses|go|goes|follow|follows|must|"
     r"should|need)\b|\b(?:is|are) banned\b|\b\S+ only\b(?= *(?:[.!,;—-]|$))|\b(?:in|for|across) (?:this|our|the) (?:repo(?:sitory)?|project|"
     r"codebase|team|company|org(?:anization)?|monorepo|shop|stack)\b|\bour (?:convention|team|style ?guide|"
     r"standard|codebase|repo|policy|rule|setup|ci|linter|stack)\b|\bhere we\b|\bhouse (?:style|rule)\b|"
@@ -84,7 +85,8 @@ _TALKING = re.compile(
 _OWN_STEP = re.compile(r"^\W*(?:i|i'?ll|let me|i'?m|i will|want me|shall i|should i)\b", _I)
 _REASON = re.compile(r"\b(?:because|otherwise|so that|since|or else|to avoid|to prevent|that way)\b", _I)
 _STANDING = re.compile(
-    r"\bnot just (?:today|now|this|here)\b|\bfor always\b|\bkeep (?:doing|it) (?:it )?(?:that|this) way\b|"
+    r"\bnot (?:just|only) (?:today|now|this|here|for this)\b|\bfor (?:anything|everything|all)\b|\bin future\b|"
+    r"\bas a general (?:thing|rule)\b|\bfor always\b|\bkeep (?:doing|it) (?:it )?(?:that|this) way\b|"
     r"\bfrom here on\b|\bin (?:anything|everything) you\b|\b(?:any|every|all) (?:\w+ )?(?:\w+s )?(?:you|that you) (?:write|give|make|"
     r"create|produce|send|generate)\b|\beverything you\b|\bfor (?:all|any) (?:future|my)\b|"
     r"\b(?:always|never|from now on|going forward|by default|whenever|every time|in the future|for (?:all|every)|"

@@ -48,6 +48,8 @@ PREF_CUE_START = re.compile(
 _SITUATIONAL = re.compile(
     r"\bi'd\b|\bi would\b|\b(?:this|that|these|those|here|now|today|tomorrow|current|for the|for my|"
     r"on (?:the|my)|if|unless)\b", _I)
+_ONE_OFF = re.compile(r"\bfor this (?:one|time|letter|e-?mail|message|slide|doc\w*|reply|task|trip|deck|post)\b|"
+                      r"\bthis time\b|\bjust (?:this once|for now|this one)\b|\bonly (?:this|here) \w+", _I)
 _GENERAL = re.compile(r"\b(?:generally|in general|usually|as a rule|always|never|in all|any|every|keep doing|"
                       r"from now on|for me)\b", _I)
 _CONDITIONAL = re.compile(r"\b(?:if|unless|in case)\b", _I)
@@ -79,7 +81,7 @@ def extract_preferences(d: Digest, task_type: str | None, skip: set[int]) -> lis
                     if m:
                         # "I prefer X" states a lasting taste; "I'd prefer ..." or one about
                         # this very task is situational
-                        general = not _SITUATIONAL.search(s) or bool(_GENERAL.search(s))
+                        general = (not _SITUATIONAL.search(s) or bool(_GENERAL.search(s))) and not _ONE_OFF.search(s)
                         base, kind = b, ("procedural" if general else "episodic")
                         break
             if not m:
