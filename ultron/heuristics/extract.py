@@ -116,7 +116,8 @@ def _supersede_workarounds(memories: list[dict[str, Any]]) -> None:
     """A "sleep and retry" fix never outranks the rule the session states in its place:
     when a stated rule exists, a workaround fix drops below it (usually below the
     confidence floor)."""
-    rules = [m for m in memories if m["type_hint"] in ("pattern", "correction") and m.get("confirmed")]
+    rules = [m for m in memories if m["type_hint"] in ("pattern", "correction") and m.get("confirmed")
+             and not m["tools_used"]]            # stated in words, not a procedure of calls
     if not rules:
         return
     top = max(m["confidence"] for m in rules)
