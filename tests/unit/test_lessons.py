@@ -160,6 +160,19 @@ def test_memories_hold_no_customer_ids_or_names():
     assert mems and not any(x in text for x in ("sophia", "Sophia", "Silva", "M20IZO"))
 
 
+def test_the_word_prefilter_never_hides_a_standing_statement():
+    from ultron.heuristics.lessons import _STANDING_WORDS, clauses, standing_cues
+
+    texts = [t.get("text") or "" for spec in SPECS for t in spec["turns"]]
+    checked = 0
+    for text in texts:
+        for s in clauses(text):
+            if standing_cues(s):
+                checked += 1
+                assert any(w in s.lower() for w in _STANDING_WORDS), s
+    assert checked > 50
+
+
 # -- the memory gate -------------------------------------------------------------------------
 
 def test_gate_reads_a_low_scoring_segment_only_for_confirmed_lessons():

@@ -14,12 +14,17 @@ confident (a pattern's key also holds the start of its steps).
 
 from __future__ import annotations
 
+import contextvars
 import re
 from typing import Any, Iterable
 
 from ultron.heuristics.episodes import HOUSEKEEPING
 from ultron.heuristics.reader import cap
 from ultron.heuristics.text import clip, clip_lines, norm_key, redact
+
+#: Off only while the memory gate asks whether a segment teaches a lesson: those candidates
+#: are counted and dropped, never stored, so redacting them would be wasted work.
+REDACT: contextvars.ContextVar[bool] = contextvars.ContextVar("ultron_candidates_redact", default=True)
 
 # Field sizes of extracted memories.
 CONTENT_CHARS = 300
@@ -77,9 +82,10 @@ def _tags(texts: Iterable[str], tools: Iterable[str], task_type: str | None) -> 
 def candidate(type_hint: str, kind: str, content: str, context: str, resolution: str, tools: list[str],
               confidence: float, task_type: str | None, evidence: Iterable[str] = ()) -> dict[str, Any]:
     """A memory candidate: texts clipped and redacted, tags found, confidence clamped."""
-    content = redact(clip(content, CONTENT_CHARS))
-    context = redact(clip(context, CONTEXT_CHARS))
-    resolution = redact(clip_lines(resolution, RESOLUTION_CHARS))
+    scrub = redact if REDACT.get() else (lambda x: x)
+    content = scrub(clip(content, CONTENT_CHARS))
+    context = scrub(clip(context, CONTEXT_CHARS))
+    resolution = scrub(clip_lines(resolution, RESOLUTION_CHARS))
     tools = list(dict.fromkeys(t for t in tools if t))
     return {
         "content": content,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ultron.heuristics.candidates import candidate, dedupe
+from ultron.heuristics.candidates import REDACT, candidate, dedupe
 from ultron.heuristics.classify import classify_memory_type
 from ultron.heuristics.corrections import extract_corrections
 from ultron.heuristics.episodes import Digest
@@ -134,7 +134,11 @@ def lesson_signals(messages: list[Message], min_confidence: float = 0.5) -> dict
     or whose fix reported success: a failed call is often the very reason for the lesson.
     The rules' own extraction decides (a few milliseconds), so the gate and the offline
     extractor never disagree."""
-    found = [m for m in extract_memories(messages) if m.get("confirmed") and m["confidence"] >= min_confidence]
+    token = REDACT.set(False)          # counted, never stored: no redaction needed
+    try:
+        found = [m for m in extract_memories(messages) if m.get("confirmed") and m["confidence"] >= min_confidence]
+    finally:
+        REDACT.reset(token)
     return {"teaches_lesson": bool(found), "lesson_types": sorted({m["type_hint"] for m in found})}
 
 

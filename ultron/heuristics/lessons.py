@@ -173,9 +173,29 @@ def clauses(text: str) -> list[str]:
     return out
 
 
+#: Every cue of :func:`is_standing` contains one of these (checked by a test): a substring
+#: test first keeps the regular expressions off the ordinary sentences of a session.
+_STANDING_WORDS = ("general", "rule", "lesson", "take", "best practice", "next time", "future", "note to",
+                   "worth", "thing", "right", "proper", "correct", "real", "better", "forward", "from now",
+                   "remember", "make sure", "whenever", "every", "always", "never", "instead", "we", "here",
+                   "our", "this repo", "this project", "this codebase", "banned", "only", "guide", "applies",
+                   "goes for", "across", "for all", "in all", "me", "not just", "not only", "anything",
+                   "as a", "default", ".env", "secret", "token", "key", "password", "credential", "leak",
+                   "expos", "plain", "vault", "chmod", "0600", "readable", "card", "cvv", "cvc", "dotenv",
+                   "passphrase", "kms")
+
+
 def is_standing(sentence: str) -> bool:
     """A sentence that states something for good: a rule cue, a convention, a security rule,
     or what the user wants of everything the agent does for them."""
+    low = sentence.lower()
+    if not any(w in low for w in _STANDING_WORDS):
+        return False              # none of the words any of these cues needs: skip the regexes
+    return standing_cues(sentence)
+
+
+def standing_cues(sentence: str) -> bool:
+    """:func:`is_standing` without its word prefilter."""
     return bool(RULE_CUE.search(sentence) or CONVENTION.search(sentence)
                 or (_FOR_ME.search(sentence) and _STANDING.search(sentence))
                 or (SECURITY_TOPIC.search(sentence) and SECURITY_ACTION.search(sentence)
