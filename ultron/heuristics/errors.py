@@ -78,7 +78,7 @@ USER_SUCCESS = re.compile(
     r"\b(?:it|that|this|everything) (?:works|worked|is working|fixed it|did it|did the trick)\b|"
     r"\b(?:works|worked) (?:now|perfectly|great|fine)\b|\b(?:perfect|excellent|awesome|exactly what i)\b|"
     r"\b(?:problem|issue|it)(?:'s| is| has been) (?:solved|resolved|fixed)\b|\blooks good\b|\blgtm\b|\bnice\b|"
-    r"\bgreat\b", _I)
+    r"\bgreat\b|\b(?:amazing|fantastic|brilliant|love it|exactly right)\b|🎉|🙌", _I)
 
 
 def error_line(text: str) -> str:

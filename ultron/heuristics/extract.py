@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ultron.heuristics.candidates import REDACT, candidate, dedupe
+from ultron.heuristics.candidates import CONTEXT_CHARS, REDACT, candidate, dedupe
 from ultron.heuristics.classify import classify_memory_type
 from ultron.heuristics.corrections import extract_corrections
 from ultron.heuristics.episodes import Digest
@@ -38,7 +38,7 @@ from ultron.heuristics.preferences import (PREF_CUE_START, PREF_EXPLICIT, PREF_L
                                            extract_preferences)
 from ultron.heuristics.reader import cap
 from ultron.heuristics.security import extract_security
-from ultron.heuristics.text import MARKDOWN, first_sentence, norm_key, sentences
+from ultron.heuristics.text import MARKDOWN, clip, first_sentence, norm_key, sentences, words
 from ultron.sessions.messages import Message
 
 _I = re.IGNORECASE
@@ -79,6 +79,7 @@ def extract_memories(messages: list[Message], *, task_type: str | None = None) -
     memories.extend(sightings)
     memories.extend(extract_life(d, task_type))
     _supersede_workarounds(memories)
+    _rules_over_instances(memories)
     _discount_if_abandoned(d, memories)
     _generalise(d, memories)
     return dedupe(memories)
@@ -94,6 +95,24 @@ def _generalise(d: Digest, memories: list[dict[str, Any]]) -> None:
         for key in ("content", "context", "resolution"):
             if m[key]:
                 m[key] = generalise(m[key], people)
+
+
+def _rules_over_instances(memories: list[dict[str, Any]]) -> None:
+    """A rule stated in words and an error of the same segment it speaks about: the rule is the
+    lesson and the error one instance of it. The error is named in the rule's context and
+    ranks just below the rule."""
+    rules = [m for m in memories if m["type_hint"] in ("pattern", "correction", "security") and m.get("confirmed")
+             and not m["tools_used"]]
+    for rule in rules:
+        probe = words(rule["content"] + " " + rule["resolution"])
+        for m in memories:
+            if m["type_hint"] != "error" or m is rule:
+                continue
+            if len(probe & words(m["content"] + " " + m["resolution"])) < 3:
+                continue
+            if "Seen when:" not in rule["context"]:
+                rule["context"] = clip(f"{rule['context']} Seen when: {m['content']}".strip(), CONTEXT_CHARS)
+            m["confidence"] = round(min(m["confidence"], rule["confidence"] - 0.05), 3)
 
 
 def _discount_if_abandoned(d: Digest, memories: list[dict[str, Any]]) -> None:
