@@ -46,7 +46,7 @@ GAVE_UP = re.compile(
 
 
 SECURITY_TOPIC = re.compile(
-    r"(?<![\w.])\.env\b|\b(?:secrets?|credentials?|api[ _-]?keys?|access[ _-]?keys?|tokens?|passwords?|passphrases?|"
+    r"(?<![\w.])\.env\b|_secrets?\b|\bclear ?text\b|\b(?:secrets?|credentials?|api[ _-]?keys?|access[ _-]?keys?|tokens?|passwords?|passphrases?|"
     r"private[ _-]?keys?|ssh[ _-]?keys?|dotenv|leak(?:ed|s)?|expos(?:ed|ure)|plain ?text|vault|secrets? manager|kms|"
     r"chmod 600|0600|world-readable|(?:old|leaked|exposed|compromised|committed|live|secret|signing|registry|deploy|"
     r"stripe|aws|gcp|service[ -]account|gpg|pgp) (?:keys?|tokens?)|card numbers?|cvv|cvc)\b", _I)

@@ -441,6 +441,8 @@ def extract_prose_fixes(d: Digest, task_type: str | None, fixed_errors: set[int]
 # -- security lessons ---------------------------------------------------------------------------
 _MODAL = re.compile(r"\b(?:must|never|always|should|don'?t|do not|treat|need to|has to|have to|make sure)\b", _I)
 _SEC_VERB = re.compile(r"\b(?:rotat\w*|revok\w*|regenerat\w*|deactivat\w*|invalidat\w*|roll(?:ed)?|reissu\w*)\b", _I)
+_DONE_REPORT = re.compile(r"^\W*(?:(?:ok(?:ay)?|done|so)\W+)?(?:i(?:'ve| have)? )?(?:rotated|revoked|deleted|removed|"
+                          r"changed|regenerated|deactivated|reset|fixed|did)\b", _I)
 _SEC_CALL = re.compile(
     r"\b(?:chmod|update-access-key|delete-access-key|create-access-key|revoke|rotate|filter-repo|bfg|git rm --cached|"
     r"\.gitignore|secrets? (?:set|create|put)|gh secret|auth (?:login|refresh)|add-mask|vault)\b", _I)
@@ -460,7 +462,10 @@ def extract_security_lessons(d: Digest, task_type: str | None, sighting: str = "
                 continue
             if s.rstrip().endswith("?"):
                 continue
-            score = ((2 if k == "user" else 1) + (1 if _MODAL.search(s) else 0) + (1 if _SEC_VERB.search(s) else 0)
+            directive = bool(_MODAL.search(s) or _IMPERATIVE.match(statement(s)))
+            report = bool(_DONE_REPORT.match(s))       # "Rotated both, old key deactivated": what was done
+            score = ((2 if k == "user" and not report else 1) + (1 if directive else 0)
+                     + (1 if _SEC_VERB.search(s) else 0) - (1 if report else 0)
                      + (1 if len(s) >= 60 else 0) - (2 if re.match(r"^\W*\d", s) else 0))
             ranked.append((-score, len(ranked), s, i))
     if not ranked:
