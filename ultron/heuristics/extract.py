@@ -37,7 +37,7 @@ from ultron.heuristics.policies import extract_life
 from ultron.heuristics.preferences import (PREF_CUE_START, PREF_EXPLICIT, PREF_LIKE, PREF_STANDING,
                                            extract_preferences)
 from ultron.heuristics.reader import cap
-from ultron.heuristics.security import extract_security
+from ultron.heuristics.security import extract_security, is_sighting
 from ultron.heuristics.text import MARKDOWN, clip, first_sentence, norm_key, sentences, words
 from ultron.sessions.messages import Message
 
@@ -58,7 +58,7 @@ def extract_memories(messages: list[Message], *, task_type: str | None = None) -
     memories: list[dict[str, Any]] = []
     corrections, used = extract_corrections(d, task_type)
     stated, said = extract_stated(d, task_type, used)
-    told = used | {i for i in said if any(m["type_hint"] == "correction" for m in stated)}
+    told = used | (said if any(m["type_hint"] == "correction" for m in stated) else set())
     errors, fixed = extract_errors(d, task_type, told)
     memories.extend(errors)
     memories.extend(corrections)
@@ -68,11 +68,10 @@ def extract_memories(messages: list[Message], *, task_type: str | None = None) -
     memories.extend(extract_patterns(d, task_type, fixed, told))
     sightings = extract_security(d, task_type)
     lesson = extract_security_lessons(d, task_type, " ".join(
-        m["content"] for m in sightings if m["content"].endswith("in plain text in " + m["content"].split(
-            "in plain text in ", 1)[-1]))[:300])
+        m["content"] for m in sightings if is_sighting(m))[:300])
     if lesson:
         # the lesson says what to do about the exposure; the sighting is its context, not a memory of its own
-        sightings = [m for m in sightings if "appeared in plain text" not in m["content"]]
+        sightings = [m for m in sightings if not is_sighting(m)]
         memories = [m for m in memories if not (m["type_hint"] == "security" and norm_key(m["content"]) ==
                                                 norm_key(lesson[0]["content"]))]
     memories.extend(lesson)
@@ -81,16 +80,14 @@ def extract_memories(messages: list[Message], *, task_type: str | None = None) -
     _supersede_workarounds(memories)
     _rules_over_instances(memories)
     _discount_if_abandoned(d, memories)
-    _generalise(d, memories)
+    if memories:
+        _generalise(memories, people_in(d.text[i] for i, k in enumerate(d.kind) if k in ("user", "tool")))
     return dedupe(memories)
 
 
-def _generalise(d: Digest, memories: list[dict[str, Any]]) -> None:
+def _generalise(memories: list[dict[str, Any]], people: set[str] | frozenset[str] = frozenset()) -> None:
     """Instance specifics out of every memory (ids, the person served, one-off paths):
     a memory is for the next task, not this one. Provenance keeps where it came from."""
-    if not memories:
-        return
-    people = people_in(d.text[i] for i, k in enumerate(d.kind) if k in ("user", "tool"))
     for m in memories:
         for key in ("content", "context", "resolution"):
             if m[key]:
@@ -199,7 +196,5 @@ def extract_from_text(text: str) -> list[dict]:
         kind_type = classify_memory_type(content, "", rest)
         kind = "episodic" if kind_type in ("life", "preference") else "procedural"
         out.append(candidate(kind_type, kind, content, "", rest, [], 0.5, None, [text[:2000]]))
-    for m in out:
-        for key in ("content", "context", "resolution"):
-            m[key] = generalise(m[key])
+    _generalise(out)
     return dedupe(out)

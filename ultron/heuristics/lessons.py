@@ -50,6 +50,12 @@ _AGREE = re.compile(
     r"let'?s do (?:that|it)|do (?:that|it)|please do|ok(?:ay)?,? (?:do|let'?s|go|sounds)|true|indeed|absolutely|"
     r"definitely)\b", _I)
 
+#: the agent taking a stated rule on board
+_ACKED = re.compile(
+    r"\b(?:got it|understood|noted|will do|good (?:call|point)|makes sense|you'?re right|i'?ll "
+    r"(?:remember|keep|use|make sure|stick|follow|do that|wait|always|never)|thanks for|"
+    r"will (?:use|keep|remember|follow|do))\b", _I)
+
 # -- what a stated lesson is about ----------------------------------------------------------
 CONVENTION = re.compile(
     r"\bwe(?:'ve| have)? (?:\w+ )?(?:use|always|never|don'?t|do not|only|prefer|stick|standardi[sz]ed|went with|deploy|"
@@ -236,18 +242,15 @@ def extract_stated(d: Digest, task_type: str | None, skip: set[int]) -> tuple[li
     for i, k in enumerate(d.kind):
         if k == "user" and i not in skip:
             picked = _stated_sentences(d.text[i])
-            for n, (s, _) in enumerate(picked):
+            all_sents = sentences(d.text[i][:3000]) if picked else []
+            for s, _ in picked:
                 rule = statement(s)
                 if len(rule.split()) < 3 or norm_key(rule) in seen:
                     continue
                 seen.add(norm_key(rule))
                 typ = lesson_type(s)
                 j, reply = d.next_assistant_text(i)
-                acked = bool(reply) and bool(re.search(
-                    r"\b(?:got it|understood|noted|will do|good (?:call|point)|makes sense|you'?re right|i'?ll "
-                    r"(?:remember|keep|use|make sure|stick|follow|do that|wait|always|never)|thanks for|"
-                    r"will (?:use|keep|remember|follow|do))\b", reply[:400], _I))
-                all_sents = sentences(d.text[i][:3000])
+                acked = bool(reply) and bool(_ACKED.search(reply[:400]))
                 reason = [x for x in all_sents if x != s and _REASON.search(x)][:1]
                 has_reason = bool(reason or _REASON.search(s))
                 # what the user says right after the rule elaborates it ("it's structlog everywhere - ...")
@@ -270,7 +273,8 @@ def extract_stated(d: Digest, task_type: str | None, skip: set[int]) -> tuple[li
         elif k == "assistant" and d.text[i] and not d.msg_calls.get(i):
             nxt = d.next_user_text(i)
             agreed = bool(nxt) and (bool(_AGREE.match(nxt)) or user_confirms(nxt))
-            for s in sentences(d.text[i][:3000]):
+            sents = sentences(d.text[i][:3000])
+            for at, s in enumerate(sents):
                 if not EXPLICIT_RULE.search(s) or ASKS.search(s) or len(s) < 20:
                     continue
                 if re.search(r"^\W*(?:i|i'?ll|let me|i'?m|i will)\b", s, _I):
@@ -281,8 +285,6 @@ def extract_stated(d: Digest, task_type: str | None, skip: set[int]) -> tuple[li
                 seen.add(norm_key(rule))
                 typ = lesson_type(s)
                 conf = 0.45 + (0.25 if agreed else 0.0)
-                sents = sentences(d.text[i][:3000])
-                at = sents.index(s)
                 more = [x for x in sents[at + 1:at + 3] if not ASKS.search(x) and not _OWN_STEP.match(x)]
                 c = candidate(typ, "procedural", rule, _context(d, i, typ), " ".join([rule] + more), [], conf,
                               task_type, [s])

@@ -90,7 +90,7 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
         for c in ok:
             gist = arg_gist(c.args, c.raw, 60)
             command = c.args is not None and any(isinstance(c.args.get(k), str) for k in COMMAND_KEYS)
-            parts = [p.strip() for p in _CHAIN.split(_command(c)[:600]) if p.strip()] if command else []
+            parts = _chain_parts(c)
             if len(parts) > 1:            # a chained command: each part is a step of its own
                 runs.extend((c.name, [f"`{clip(p, 70)}`"], [1]) for p in parts[:4])
                 continue
@@ -156,13 +156,15 @@ def _next_user(d: Digest, start: int) -> int:
 _CHAIN = re.compile(r"\s(?:&&|\|\||;)\s|\n")
 
 
+def _chain_parts(c: Call) -> list[str]:
+    """The commands of a shell call chained with ``&&`` / ``;`` / new lines ([] when it has none)."""
+    return [p.strip() for p in _CHAIN.split(_command(c)[:600]) if p.strip()]
+
+
 def _steps(c: Call) -> int:
-    """Steps in one call: a shell command chained with ``&&`` / ``;`` / new lines is
-    several steps of the procedure (``python -m venv .venv && pip install -e . && pytest``)."""
-    cmd = next((v for k, v in (c.args or {}).items() if k in COMMAND_KEYS and isinstance(v, str)), "")
-    if not cmd:
-        return 1
-    return min(4, 1 + len([p for p in _CHAIN.split(cmd[:600]) if p.strip()]) - 1) if _CHAIN.search(cmd) else 1
+    """Steps in one call: a chained shell command is several steps of the procedure
+    (``python -m venv .venv && pip install -e . && pytest``), at most four."""
+    return max(1, min(4, len(_chain_parts(c))))
 
 
 _EDIT_TOOL = re.compile(r"edit|write|str_replace|apply_patch|patch|create_file|fs_write", _I)

@@ -54,6 +54,14 @@ _ANY_SECRET = _AnySecret()
 _REACTION = re.compile(r"\b(?:token|key|secret|credential|password|redact\w*|rotate|revoke)\b", _I)
 
 
+SIGHTED = " appeared in plain text in "
+
+
+def is_sighting(memory: dict[str, Any]) -> bool:
+    """A memory saying where a credential was seen in plain text (what this module writes)."""
+    return SIGHTED in memory["content"]
+
+
 def extract_security(d: Digest, task_type: str | None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -85,7 +93,7 @@ def extract_security(d: Digest, task_type: str | None) -> list[dict[str, Any]]:
                 react = next((clip(x, 260) for x in sentences(reaction[:1500]) if _REACTION.search(x)), "") \
                     if reaction else ""
                 out.append(candidate(
-                    "security", "procedural", f"A {label} appeared in plain text in {where}.", d.task_context(i),
+                    "security", "procedural", f"A {label}{SIGHTED}{where}.", d.task_context(i),
                     react, tools, 0.55 + (0.10 if react else 0.0), task_type, [text[:300]]))
         if k == "assistant" and d.text[i] and not d.msg_calls.get(i):
             t = d.text[i][:1500]
