@@ -152,6 +152,7 @@ class TrajectoryService:
         try:
             judge = self.provider.judge(messages)
             metrics = score_trajectory(messages, judge=judge, judge_weight=self.settings.quality_judge_weight)
+            metrics["summary"].update(lesson_signals(messages, self.settings.memory_min_confidence))
         except LLMError as exc:
             out.reason = f"quality judge unavailable: {exc}"
             return out
@@ -160,7 +161,6 @@ class TrajectoryService:
             out.reason = f"quality analysis failed: {type(exc).__name__}: {exc}"
             return out
         metrics["summary"]["scored_by"] = self.provider.name
-        metrics["summary"].update(lesson_signals(messages, self.settings.memory_min_confidence))
         with self.db.engine.begin() as conn:
             store.save_label(conn, seg.id, metrics)
         out.status = "labeled"
