@@ -33,7 +33,7 @@ from typing import Any
 from ultron.heuristics.candidates import CONTENT_CHARS, candidate
 from ultron.heuristics.episodes import ASKS, Call, Digest
 from ultron.heuristics.gists import arg_words, call_gist
-from ultron.heuristics.lessons import CONVENTION, EXPLICIT_RULE, correction_type, is_standing, statement
+from ultron.heuristics.lessons import CONVENTION, EXPLICIT_RULE, clauses, correction_type, is_standing, statement
 from ultron.heuristics.text import clip, sentences, words
 
 _I = re.IGNORECASE
@@ -55,7 +55,8 @@ _SELF_OR_IF = re.compile(
     r"\b(?:if|unless|in case)\b", _I)
 _CORR_MEDIUM = re.compile(
     r"^\W*actually\b|\bactually,?\s+(?:i|it|we|the|that|you|my)\b|\binstead\b|\brather than\b|"
-    r"(?:^|[.!?;]\s+)(?:please\s+)?(?:don'?t|do not|stop|never|avoid)\s+\w+|"
+    r"(?:^\W*(?:(?:hmm+|um+|uh+|oh|ok(?:ay)?|no|nope|wait|but|and|so|also|hey|erm)\W+)*|[.!?;]\s+)"
+    r"(?:please\s+|pls\s+|plz\s+)?(?:don'?t|do not|stop|never|avoid)\s+\w+|"
     r"\b(?:it|that|this|the \w+) should (?:be|have been|use)\b(?! all\b| fine\b| ok(?:ay)?\b| good\b| enough\b| in my\b)",
     _I)
 _CORR_NO = re.compile(
@@ -73,6 +74,7 @@ _ACK = re.compile(
     r"\bsorry (?:for|about) (?:the|my) (?:mistake|error|confusion|oversight|misunderstanding)|"
     r"\bi (?:misunderstood|misread|was wrong|made a mistake)\b|\bgood (?:catch|point)\b|"
     r"\blet me (?:correct|fix) (?:that|this|it|my)\b|\bthanks for (?:the )?(?:correction|clarif)", _I)
+_FOR_GOOD = re.compile(r"^\W*(?:please\s+|pls\s+)?(?:always|never|only)\s+\w+", _I)
 _ALTERNATIVE = re.compile(r"\b(?:use|instead|should|rather|prefer|want(?:ed)?|meant|need|just|only|run|go with)\b", _I)
 _IMPERATIVE = re.compile(
     r"^\W*(?:please\s+)?(?:use|don'?t|do not|never|always|stop|avoid|make sure|run|put|keep|call|add|remove|"
@@ -134,14 +136,15 @@ def extract_corrections(d: Digest, task_type: str | None) -> tuple[list[dict[str
         elif rejected:
             base, cue = 0.50, (medium or sents[:4])
         elif medium:
-            base, cue = 0.40, medium
+            # "don't X ... always Y": turned down, with the way to do it from now on
+            base, cue = (0.60 if any(_FOR_GOOD.search(x) for x in clauses(text)) else 0.40), medium
         elif acked:
             base, cue = 0.35, sents[:2]
         else:
             prev_user = i
             continue
         prev_user = i
-        if base < 0.6 and not rejected and any(is_standing(x) for x in sents):
+        if base < 0.6 and not rejected and any(is_standing(x) for x in clauses(text)):
             continue                    # a weak cue in a rule stated for good: the stated-lesson rule's memory
         if not cue:
             continue

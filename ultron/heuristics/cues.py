@@ -29,10 +29,30 @@ _NOT_CONFIRM = re.compile(
     r"seeing|see|red)\b|\bnope\b|\bgive up\b|\bforget it\b|\bnever ?mind\b|\b(?:worse|another error|new error)\b", _I)
 
 
+#: the state of things now, in the user's words ("stable now", "we're back", "that was it")
+_BETTER_NOW = re.compile(
+    r"\b(?:stable|healthy|happy|clean|quiet|fine|good|ok(?:ay)?|green|up|running|fast|normal|smooth)(?: again| now)\b|"
+    r"\b(?:all|we'?re|we are|i'?m|you'?re) (?:good|set|sorted|back|golden)\b|\bthat was (?:it|the (?:problem|issue|"
+    r"fix|culprit|one|trick))\b|\b(?:yep|yes|yup),? that'?s it\b|\bno more \w+|\bwent (?:out|through|fine|ok|well|"
+    r"smooth(?:ly)?)\b|\b(?:it|that|which) (?:helped|solved it|sorted it)\b|\bbingo\b|\bspot on\b", _I)
+#: thanks, which confirms only beside a report of having done what was suggested
+_THANKS = re.compile(r"\b(?:thanks|thank you|thx|ty|tysm|cheers|much appreciated|appreciate it|lifesaver)\b", _I)
+_DID_REPORT = re.compile(
+    r"\b(?:rebuilt|re-?ran|ran|pushed|applied|added|changed|restarted|redeployed|deployed|tried|did|set|installed|"
+    r"updated|bumped|switched|removed|deleted|flushed|cleared|reinstalled|rotated|merged|reverted|renewed|bounced|"
+    r"re-?created|upgraded|downgraded|pinned|edited)\b", _I)
+_WILL_TRY = re.compile(r"\b(?:i'?ll|i will|will|going to|gonna|let me|about to) (?:try|do|run|give|test|check)\b", _I)
+
+
 def user_confirms(text: str) -> bool:
-    """The user says the fix worked ("that did it", "works now", "CI is green")."""
+    """The user says the fix worked ("that did it", "works now", "CI is green", "stable
+    now", "rebuilt and pushed, thanks")."""
     head = text[:400]
-    return bool(CONFIRM.search(head)) and not _NOT_CONFIRM.search(head)
+    if _NOT_CONFIRM.search(head):
+        return False
+    if CONFIRM.search(head) or _BETTER_NOW.search(head):
+        return True
+    return bool(_THANKS.search(head) and _DID_REPORT.search(head) and not _WILL_TRY.search(head))
 
 
 
@@ -46,14 +66,15 @@ GAVE_UP = re.compile(
 
 
 SECURITY_TOPIC = re.compile(
-    r"(?<![\w.])\.env\b|_secrets?\b|\bclear ?text\b|\b(?:secrets?|credentials?|api[ _-]?keys?|access[ _-]?keys?|tokens?|passwords?|passphrases?|"
-    r"private[ _-]?keys?|ssh[ _-]?keys?|dotenv|leak(?:ed|s)?|expos(?:ed|ure)|plain ?text|vault|secrets? manager|kms|"
+    r"(?<![\w.])\.env\b|_secrets?\b|\b(?:stored?|saved?|kept|logged|sent|written|printed|visible|shown|is|are) (?:in|as) "
+    r"(?:plain|clear) ?text\b|\b(?:secrets?|credentials?|api[ _-]?keys?|access[ _-]?keys?|tokens?|passwords?|passphrases?|"
+    r"private[ _-]?keys?|ssh[ _-]?keys?|dotenv|leak(?:ed|s)?|expos(?:ed|ure)|vault|secrets? manager|kms|"
     r"chmod 600|0600|world-readable|(?:old|leaked|exposed|compromised|committed|live|secret|signing|registry|deploy|"
     r"stripe|aws|gcp|service[ -]account|gpg|pgp) (?:keys?|tokens?)|card numbers?|cvv|cvc)\b", _I)
 SECURITY_ACTION = re.compile(
     r"\b(?:rotat\w*|revok\w*|regenerat\w*|invalidat\w*|deactivat\w*|never (?:commit|push|paste|log|share|store|"
     r"hard-?code|echo|print|collect|repeat|ask for)|"
-    r"(?:don'?t|do not) (?:commit|push|paste|log|share|store|hard-?code|echo|print|put)|\.gitignore|gitignore|"
+    r"(?:don'?t|do not) (?:commit|push|paste|log|share|store|hard-?code|echo|print|put)|\.gitignore|gitignore|rolled|rolling|"
     r"git rm --cached|secrets? manager|vault|environment variables?|env vars?|chmod|scrub|purge|"
     r"filter-(?:repo|branch)|bfg|mask(?:ed)?|redact\w*|keep \S+ out of|out of (?:the )?(?:repo|git|logs?|chat))", _I)
 

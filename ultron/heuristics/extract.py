@@ -29,7 +29,7 @@ from ultron.heuristics.classify import classify_memory_type
 from ultron.heuristics.corrections import extract_corrections
 from ultron.heuristics.episodes import Digest
 from ultron.heuristics.cues import GAVE_UP
-from ultron.heuristics.lessons import WORKAROUND, extract_prose_fixes, extract_security_lessons, extract_stated
+from ultron.heuristics.lessons import PROBLEM_REPORT, WORKAROUND, extract_prose_fixes, extract_security_lessons, extract_stated
 from ultron.heuristics.errors import ERR_LINE, EXC_LINE, extract_errors
 from ultron.heuristics.generalise import generalise, people_in
 from ultron.heuristics.patterns import extract_patterns
@@ -79,6 +79,7 @@ def extract_memories(messages: list[Message], *, task_type: str | None = None) -
     memories.extend(extract_life(d, task_type))
     _supersede_workarounds(memories)
     _rules_over_instances(memories)
+    _fixes_over_troubleshooting(memories)
     _discount_if_abandoned(d, memories)
     if memories:
         _generalise(memories, people_in(d.text[i] for i, k in enumerate(d.kind) if k in ("user", "tool")))
@@ -110,6 +111,19 @@ def _rules_over_instances(memories: list[dict[str, Any]]) -> None:
             if "Seen when:" not in rule["context"]:
                 rule["context"] = clip(f"{rule['context']} Seen when: {m['content']}".strip(), CONTEXT_CHARS)
             m["confidence"] = round(min(m["confidence"], rule["confidence"] - 0.05), 3)
+
+
+def _fixes_over_troubleshooting(memories: list[dict[str, Any]]) -> None:
+    """A task that reports a problem ("pods are stuck in ImagePullBackOff") and was solved: its
+    steps are mostly the search for the cause, and the error / fix memory of the same calls
+    is the lesson. The procedure stays, ranked just below the fix."""
+    fixes = [m for m in memories if m["type_hint"] in ("error", "security") and m.get("confirmed")]
+    for m in memories:
+        if m["type_hint"] != "pattern" or not m["tools_used"] or not PROBLEM_REPORT.search(m["content"][:400]):
+            continue
+        same = [f["confidence"] for f in fixes if set(f["tools_used"]) & set(m["tools_used"]) or not f["tools_used"]]
+        if same:
+            m["confidence"] = round(min(m["confidence"], max(same) - 0.05), 3)
 
 
 def _discount_if_abandoned(d: Digest, memories: list[dict[str, Any]]) -> None:

@@ -11,6 +11,7 @@ words of the argument values, not the JSON.
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ultron.heuristics.text import clip, words
@@ -53,11 +54,56 @@ def _basename(path: str) -> str:
     return path.rsplit("/", 1)[-1] or path
 
 
+_DIFF_FILE = re.compile(r"^(?:\+\+\+ (?:b/)?|\*\*\* (?:Update|Add) File: )(\S+)", re.MULTILINE)
+_EDIT_PAIRS = (("old_string", "new_string"), ("old_str", "new_str"), ("old_text", "new_text"), ("search", "replace"))
+
+
+def _changed_lines(old: str, new: str) -> tuple[str, str]:
+    """The first line that differs on each side: what an edit changed, without the context."""
+    a = [x.strip() for x in old.splitlines() if x.strip()]
+    b = [x.strip() for x in new.splitlines() if x.strip()]
+    gone = [x for x in a if x not in b]
+    added = [x for x in b if x not in a]
+    return (gone[0] if gone else ""), (added[0] if added else "")
+
+
+def _change_gist(where: str, old: str, new: str, n: int) -> str:
+    """"file: old → new": the change itself is what a fix memory has to show (the new
+    setting, the pinned version); a bare file name says nothing an agent can reuse."""
+    before, after = _changed_lines(old, new)
+    if not after and not before:
+        return clip(where, n)
+    room = max(24, (n - len(where) - 6) // 2)
+    body = f"{clip(before, room)} → {clip(after, room)}" if before and after else clip(after or before, 2 * room)
+    return clip(f"{where}: {body}" if where else body, n)
+
+
+def diff_gist(text: str, n: int) -> str:
+    """A unified diff (or an apply_patch envelope) as "file: removed line → added line"."""
+    lines = text.splitlines()
+    minus = "\n".join(x[1:] for x in lines if x.startswith("-") and not x.startswith("---"))
+    plus = "\n".join(x[1:] for x in lines if x.startswith("+") and not x.startswith("+++"))
+    m = _DIFF_FILE.search(text)
+    return _change_gist(_basename(m.group(1)) if m else "", minus, plus, n)
+
+
+def _is_diff(v: str) -> bool:
+    return ("\n+" in v or v.startswith("+")) and ("\n@@" in v or v.startswith(("---", "*** Begin Patch", "diff ")))
+
+
 def arg_gist(args: dict[str, Any] | None, raw: str, n: int = 100, keys: Iterable[str] | None = None,
              value_chars: int = 48) -> str:
-    """A short human gist of a call's arguments: the key argument, or a few k=v pairs."""
+    """A short human gist of a call's arguments: the key argument, or a few k=v pairs; an
+    edit or a patch shows what it changed."""
     if args is None:
         return clip(raw, n) if raw else ""
+    for old_k, new_k in _EDIT_PAIRS:
+        if isinstance(args.get(new_k), str) and isinstance(args.get(old_k), str):
+            where = next((_basename(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str)), "")
+            return _change_gist(where, args[old_k], args[new_k], n)
+    diff = next((v for v in args.values() if isinstance(v, str) and _is_diff(v)), None)
+    if diff is not None and keys is None:
+        return diff_gist(diff, n)
     if keys is None:
         for k in _KEY_ARGS:
             v = args.get(k)

@@ -85,6 +85,8 @@ _PLEASE = re.compile(r"^\W*(?:\w+\W+){0,2}?(?:please|pls|plz)\b", _I)
 _FOR_ME = re.compile(
     r"\b(?:for|with|to) me\b|\b(?:give|show|send|tell|write|answer|ask) me\b|\bi (?:really |generally |strongly |much )?(?:prefer|like|love|hate|want|use|need|can'?t "
     r"read|find|'d rather|would rather)\b|\bmy (?:preference|taste|eyes|style)\b|\bgeneral preference\b", _I)
+#: a request ("... please", "pls"): with a standing scope it asks for good
+_ASKED = re.compile(r"\b(?:please|pls|plz)\b|\bi(?:'m| am) going to (?:paste|send|post|use|share|publish|print)\b", _I)
 _TALKING = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|responses?|emojis?|tone|spelling|british|american|english|concise|verbose|terse|"
     r"bullet points?|formal|casual|address me|call me|explanations?)\b", _I)
@@ -111,7 +113,7 @@ _IMPERATIVE = re.compile(
     r"respond|give|put|add|avoid|stop|prefer|make|run|wait|check|pin|call|name|format|stick|start|end|skip|no|"
     r"include|spell|sign|address|be|stay|limit|default)\b", _I)
 _LEAD_IN = re.compile(
-    r"^(?:(?:ok(?:ay)?|so|also|and|btw|by the way|oh|one more thing|one thing|quick note|note|fyi|heads up|hey|hi|"
+    r"^(?:(?:ok(?:ay)?|so|also|and|but|hmm+|um+|uh+|btw|by the way|oh|one more thing|one thing|quick note|note|fyi|heads up|hey|hi|"
     r"well|right|alright|actually|no|nope|yes|yeah|anyway|in general|generally(?: speaking)?|as a (?:general )?rule|"
     r"lessons? learn[et]d?|the (?:lesson|takeaway|moral)(?: here)? is(?: that)?|takeaway|rule of thumb|"
     r"for (?:future|next) (?:reference|time)|note to (?:self|future \w+)|going forward|moving forward|"
@@ -203,7 +205,7 @@ def is_standing(sentence: str) -> bool:
 def standing_cues(sentence: str) -> bool:
     """:func:`is_standing` without its word prefilter."""
     return bool(RULE_CUE.search(sentence) or CONVENTION.search(sentence)
-                or (_FOR_ME.search(sentence) and _STANDING.search(sentence))
+                or ((_FOR_ME.search(sentence) or _ASKED.search(sentence)) and _STANDING.search(sentence))
                 or (SECURITY_TOPIC.search(sentence) and SECURITY_ACTION.search(sentence)
                     and (_IMPERATIVE.match(statement(sentence)) or _STANDING.search(sentence))))
 
@@ -242,7 +244,8 @@ def extract_stated(d: Digest, task_type: str | None, skip: set[int]) -> tuple[li
     for i, k in enumerate(d.kind):
         if k == "user" and i not in skip:
             picked = _stated_sentences(d.text[i])
-            all_sents = sentences(d.text[i][:3000]) if picked else []
+            all_sents = clauses(d.text[i][:3000]) if picked else []
+            stated = {x for x, _ in picked}      # each is its own memory, never another's elaboration
             for s, _ in picked:
                 rule = statement(s)
                 if len(rule.split()) < 3 or norm_key(rule) in seen:
@@ -255,7 +258,7 @@ def extract_stated(d: Digest, task_type: str | None, skip: set[int]) -> tuple[li
                 has_reason = bool(reason or _REASON.search(s))
                 # what the user says right after the rule elaborates it ("it's structlog everywhere - ...")
                 at = all_sents.index(s) if s in all_sents else -1
-                follow = [x for x in all_sents[at + 1:at + 3] if at >= 0 and not ASKING.match(x)
+                follow = [x for x in all_sents[at + 1:at + 3] if at >= 0 and not ASKING.match(x) and x not in stated
                           and not x.rstrip().endswith("?") and x not in reason and len(x) >= 12]
                 reason = follow + reason
                 conf = 0.70 + (0.10 if acked else 0.0) + (0.05 if has_reason else 0.0)
@@ -316,7 +319,8 @@ _FIX_PROSE = re.compile(
     r"export|use|switch|try|restart|reload|clear|rebuild|bump|increase|raise|lower|reduce|configure|point|mount|"
     r"grant|give|allow|pass|specify|call|regenerate|commit|re-?run|create|edit|open|connect|stop|start|kill|map|"
     r"free|delete|wait|bind|expose|drop|reset|log ?in|log ?out|chmod|chown|source)(?:s|ing)?\b)", _I)
-_USER_ERROR = re.compile(
+#: a user reporting a problem ("the task dies", "isn't picking up", "getting 403s")
+PROBLEM_REPORT = re.compile(
     r"\b(?:crash(?:es|ed|ing)?|broke|broken|fails?|failing|failed|errors?|exceptions?|hangs?|hanging|stuck|"
     r"mismatch(?:es)?|nonsense|bug(?:gy)?|timeouts?|timed out|refused|rejected|denied|dies|died|garbled|blank|spam|"
     r"(?:does|did|is|was)n'?t (?:work|working|load|start|build|run|connect|arrive|show)|wrong|missing|not found)\b|"
@@ -337,8 +341,9 @@ def _code_lines(text: str) -> list[str]:
     text = text[:4000]
     out: list[str] = []
     for m in _FENCED.finditer(text):
-        for ln in m.group(1).splitlines():
-            ln = ln.strip()
+        # a command continued with "\" over several lines is one command
+        for ln in m.group(1).replace("\\\n", " ").splitlines():
+            ln = re.sub(r"\s{2,}", " ", ln.strip())
             if ln and not ln.startswith(("#", "//")) and ln not in out:
                 out.append(ln)
     for m in _INLINE.finditer(_FENCED.sub(" ", text)):
@@ -348,17 +353,25 @@ def _code_lines(text: str) -> list[str]:
     return out[:4]
 
 
+_PASTED_ERROR = re.compile(r"\S:\s.*\b(?:error|exception|fault|failed|failure|refused|denied|timeout)\b|"
+                           r"\b[A-Z_]{4,}\b.*\b(?:error|failed)\b|^\W*(?:error|fatal|warn(?:ing)?)\b", re.IGNORECASE)
+
+
 def _error_text(d: Digest, i: int) -> str:
     """The error a user message pastes or describes, one line."""
     text = d.text[i]
-    for ln in text.splitlines():
-        ln = ln.strip()
-        if ln and (EXC_LINE.match(ln) or ERR_LINE.search(ln)):
+    lines = [ln.strip().strip("`") for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if EXC_LINE.match(ln) or ERR_LINE.search(ln):
             return clip(ln, 200)
-    m = _USER_ERROR.search(text)
+    # a pasted message names the error ("...: exec format error"), the user's prose around it does not
+    pasted = [ln for ln in lines if _PASTED_ERROR.search(ln)]
+    if pasted:
+        return clip(pasted[0], 200)
+    m = PROBLEM_REPORT.search(text)
     if not m:
         return ""
-    return clip(next((s for s in sentences(text) if _USER_ERROR.search(s)), text), 200)
+    return clip(next((s for s in sentences(text) if PROBLEM_REPORT.search(s)), text), 200)
 
 
 def _fix_prose(text: str) -> tuple[list[str], list[str]]:

@@ -30,9 +30,11 @@ from ultron.heuristics.gists import COMMAND_KEYS, arg_gist
 from ultron.heuristics.text import clip, first_sentence, sentences
 
 PATTERN_MIN_CALLS = 3
+_GIST_CHARS = 96           # a step's command: long enough to keep the flags that make it work
 
 _I = re.IGNORECASE
 
+_ASKS_MORE = re.compile(r"\?\s*$|^\W*(?:want me|shall i|should i|let me know|if you)\b", _I)
 _USER_THANKS = re.compile(r"\b(?:thanks|thank you|thx|ty|appreciate|cheers)\b|[👍👌🙏🎉✅]", _I)
 _ASSISTANT_FAILURE = re.compile(
     r"\bi (?:was|am) (?:unable|not able) to\b|\bi (?:couldn'?t|could not|wasn'?t able to|failed to)\b|"
@@ -88,11 +90,11 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
         # steps: runs of the same tool collapsed (not for commands, each of which is a step)
         runs: list[tuple[str, list[str], list[int]]] = []     # (tool, distinct gists, [count])
         for c in ok:
-            gist = arg_gist(c.args, c.raw, 60)
+            gist = arg_gist(c.args, c.raw, _GIST_CHARS)
             command = c.args is not None and any(isinstance(c.args.get(k), str) for k in COMMAND_KEYS)
             parts = _chain_parts(c)
             if len(parts) > 1:            # a chained command: each part is a step of its own
-                runs.extend((c.name, [f"`{clip(p, 70)}`"], [1]) for p in parts[:4])
+                runs.extend((c.name, [f"`{clip(p, _GIST_CHARS)}`"], [1]) for p in parts[:4])
                 continue
             if runs and runs[-1][0] == c.name and not command:
                 runs[-1][2][0] += 1
@@ -130,12 +132,13 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
                 + (0.10 if _COMPLETION.search(final[:1500]) else 0.0) + confirmed
                 - min(0.15, 0.05 * len(errors)) - (0.10 if all_reads else 0.0)
                 - (0.20 if _ASSISTANT_FAILURE.search(final[:1500]) else 0.0) - (0.10 if one_off else 0.0))
-        outcome = first_sentence(final, 220)
+        # the agent's closing account names what was done and how it was checked: its first sentences
+        outcome = clip(" ".join(x for x in sentences(final[:2000])[:3] if not _ASKS_MORE.search(x)), 380)
         follow = [d.text[j] for j in range(s, e) if d.kind[j] == "user" and d.text[j] != goal
                   and not CONTINUE.match(d.text[j]) and not is_closing(d.text[j])][:2]
         context = " ".join([f"Also asked: {clip(' / '.join(follow), 300)}"] if follow else []) + (
             f" Outcome: {outcome}" if outcome else "")
-        typ = "security" if is_security_lesson(goal + " " + final[:600]) else "pattern"
+        typ = "security" if is_security_lesson(" ".join([goal, *follow, final[:600]])) else "pattern"
         # the task, without the standing rules or preferences said with it (their own memories)
         task = " ".join(x for x in sentences(goal) if not is_standing(x)) or goal
         mem = candidate(typ, "procedural", clip(task, CONTENT_CHARS), context, resolution, tools,

@@ -25,7 +25,7 @@ from typing import Any
 from ultron.heuristics.candidates import candidate
 from ultron.heuristics.corrections import CORR_STRONG
 from ultron.heuristics.episodes import Call, Digest, is_closing
-from ultron.heuristics.lessons import ASKING, is_standing, lesson_type
+from ultron.heuristics.lessons import ASKING, clauses, is_standing, lesson_type
 from ultron.heuristics.gists import arg_gist, arg_words, call_gist, short_value
 from ultron.heuristics.text import clip, sentences, words
 
@@ -65,13 +65,15 @@ def extract_preferences(d: Digest, task_type: str | None, skip: set[int]) -> lis
         if k != "user" or is_closing(d.text[i]):
             continue
         later_calls: list[Call] | None = None
-        for s in sentences(d.text[i]):
+        for s in clauses(d.text[i]):
             if len(s) < 8 or ASKING.match(s) or s.rstrip().endswith("?"):
                 continue          # a question ("what port does redis use by default") states no preference
-            if i in skip and CORR_STRONG.search(s):
+            if i in skip and (CORR_STRONG.search(s) or PREF_STANDING.match(s)):
                 continue          # already a correction
             if is_standing(s):
                 continue          # a stated rule, convention or security rule (ultron.heuristics.lessons)
+            if _ONE_OFF.search(s) and not _GENERAL.search(s):
+                continue          # "for this slide": a choice for this task, not a lasting preference
             m = PREF_STANDING.search(s)
             if m:
                 base, kind = 0.75, "procedural"

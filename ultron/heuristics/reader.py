@@ -33,8 +33,9 @@ Error results (:func:`is_error_result`): ``name == "error"`` (Claude Code's
 ``is_error``), a result that opens like an error (``Error``, ``FooException``,
 ``<tool_use_error>``, ``permission denied``, ``{"error": ...}`` ...), a short status
 line that mentions one; a long result is only searched for unmistakable markers
-(a Python traceback, ``command not found``, a non-zero exit code), so data that
-merely contains the word "error" is not an error.
+(a Python traceback, ``command not found``, a non-zero exit code, a compiler's or build
+tool's failure line), at its head and its tail, so data that merely contains the word
+"error" is not an error.
 """
 
 from __future__ import annotations
@@ -82,8 +83,17 @@ _ERR_HEAD = re.compile(
 _ERR_STRONG = re.compile(
     r"Traceback \(most recent call last\)|^\s*\w+(?:Error|Exception): |<tool_use_error>|"
     r"\bcommand not found\b|No such file or directory|Permission denied|"
-    r"\bexit(?:ed with)? (?:code|status) [1-9]\d*|\bnpm ERR!|^FAILED |^E\s{3}|\bSegmentation fault|"
-    r"^(?:error|fatal|ERROR|FATAL)(?:\[\w+\])?: |! \[(?:remote )?rejected\]|Error response from daemon", re.MULTILINE)
+    r"\bexit(?:ed with)? (?:code|status):? [1-9]\d*|\bnon-zero exit (?:code|status)|\bnpm ERR!|^FAILED |^E\s{3}|"
+    r"\bSegmentation fault|^(?:error|fatal|ERROR|FATAL)(?:\[\w+\])?: |! \[(?:remote )?rejected\]|"
+    r"Error response from daemon|"
+    # build tools, compilers and runtimes: make's "*** [x] Error 2", gcc / tsc / rustc
+    # diagnostics, esptool's "A fatal error occurred", "[FAILED]", "BUILD FAILED",
+    # a Go panic or a Rust thread panicking, an unhandled rejection, curl's "(22)"
+    r"^\s*(?:make(?:\[\d+\])?: )?\*\*\* .*\bError \d+|:\d+(?::\d+)?: (?:fatal )?error\b|\berror TS\d+|"
+    r"\bfatal error\b|\[(?:FAILED|FAIL|ERROR)\]|\bBUILD FAILED\b|^FAILURE: |^panic: |\bpanicked at\b|"
+    r"\bUnhandled(?:PromiseRejection| exception| rejection)|^curl: \(\d+\)|^ERROR\b|"
+    r"^\s*(?:Tests?|Test Suites):\s+[1-9]\d* failed|\b[1-9]\d* (?:failed|failing)\b(?:,| in )", re.MULTILINE)
+_ERROR_TAIL = 1200       # ... and at the end, where build tools report
 _ERR_SHORT = re.compile(r"(?<!\b0 )(?<!\bno )\b(?:errors?|exception|failed|failures?|not found|invalid|denied|"
                         r"unauthori[sz]ed|forbidden)\b", _I)
 
@@ -100,7 +110,9 @@ def is_error_result(msg: Message) -> bool:
         return True
     if len(text) <= _SHORT_RESULT and not head.lstrip().startswith(("{", "[")):
         return bool(_ERR_SHORT.search(text))   # a short status line; JSON is judged by its keys above
-    return bool(_ERR_STRONG.search(text[:_ERROR_SCAN]))
+    if _ERR_STRONG.search(text[:_ERROR_SCAN]):
+        return True
+    return len(text) > _ERROR_SCAN and bool(_ERR_STRONG.search(text[-_ERROR_TAIL:]))
 
 
 # -- tools ------------------------------------------------------------------------------

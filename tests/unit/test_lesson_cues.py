@@ -1,0 +1,72 @@
+"""The words and shapes the lesson rules read, checked on phrasings none of the corpora use."""
+
+from __future__ import annotations
+
+import pytest
+
+from ultron.heuristics.cues import is_security_lesson, user_confirms
+from ultron.heuristics.gists import arg_gist
+from ultron.heuristics.reader import is_error_result
+from ultron.sessions.messages import Message
+
+
+@pytest.mark.parametrize("output", [
+    "Uploading stub...\nChanging baud rate to 921600\n\nA fatal error occurred: No serial data received.\n",
+    "gcc -c main.c\nmain.c:12:5: error: implicit declaration of function 'foo'\nmake: *** [Makefile:4: main.o] Error 1",
+    "src/app.ts(3,5): error TS2345: Argument of type 'string' is not assignable",
+    "> Task :app:compileDebugKotlin\n\nFAILURE: Build failed with an exception.\n",
+    "goroutine 1 [running]:\npanic: runtime error: index out of range [3] with length 3",
+    "Tests:       2 failed, 14 passed, 16 total",
+    "x" * 3000 + "\n*** [upload] Error 2\n========== [FAILED] Took 14.83 seconds ==========",
+])
+def test_build_and_runtime_failures_are_errors(output):
+    assert is_error_result(Message(role="tool", content=output))
+
+
+@pytest.mark.parametrize("output", [
+    '{"_index":"products-000042","result":"created","_shards":{"total":2,"successful":2,"failed":0}}',
+    "Tests:       16 passed, 16 total",
+    "collected 12 items\n\n12 passed in 0.31s",
+    "level=info msg=\"error budget remaining\" slo=checkout\n" * 40,
+])
+def test_successful_output_is_not_an_error(output):
+    assert not is_error_result(Message(role="tool", content=output))
+
+
+@pytest.mark.parametrize("reply", [
+    "rebuilt with --platform linux/amd64, pushed, service is stable now. thank you",
+    "ok we're back",
+    "yep that was it",
+    "no more 502s since the restart",
+    "deploy went out fine, cheers",
+    "bumped the pool size and redeployed, thanks!",
+])
+def test_the_user_confirming_a_fix_in_many_words(reply):
+    assert user_confirms(reply)
+
+
+@pytest.mark.parametrize("reply", [
+    "thanks, I'll try that tomorrow",
+    "still failing with the same error",
+    "thanks! what about the other cluster?",
+])
+def test_thanks_without_having_done_it_is_no_confirmation(reply):
+    assert not user_confirms(reply)
+
+
+def test_an_edit_shows_what_it_changed_not_just_the_file():
+    gist = arg_gist({"file_path": "/srv/app/platformio.ini", "old_string": "upload_speed = 921600",
+                     "new_string": "upload_speed = 115200"}, "", 100)
+    assert "platformio.ini" in gist and "921600" in gist and "115200" in gist
+
+
+def test_a_patch_shows_its_changed_lines():
+    patch = "--- a/platformio.ini\n+++ b/platformio.ini\n@@\n monitor_speed = 115200\n-upload_speed = 921600\n" \
+            "+upload_speed = 115200\n"
+    gist = arg_gist({"patch": patch}, "", 100)
+    assert gist.startswith("platformio.ini:") and "upload_speed = 115200" in gist
+
+
+def test_plain_text_as_a_format_is_not_a_security_topic():
+    assert not is_security_lesson("plain text please for the help desk, never paste markdown")
+    assert is_security_lesson("the passwords are stored in plain text; rotate them and use the vault")
