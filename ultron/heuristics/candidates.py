@@ -30,6 +30,8 @@ REDACT: contextvars.ContextVar[bool] = contextvars.ContextVar("ultron_candidates
 CONTENT_CHARS = 300
 CONTEXT_CHARS = 600
 RESOLUTION_CHARS = 900
+#: a procedure's steps are its lesson: room for a dozen or so of them
+PROCEDURE_CHARS = 1500
 
 # Topical tags: a tag is given when one of its words (or file extensions) is in the memory's
 # texts. One tokenisation pass and set lookups: no per-tag regular expression.
@@ -80,12 +82,13 @@ def _tags(texts: Iterable[str], tools: Iterable[str], task_type: str | None) -> 
 
 
 def candidate(type_hint: str, kind: str, content: str, context: str, resolution: str, tools: list[str],
-              confidence: float, task_type: str | None, evidence: Iterable[str] = ()) -> dict[str, Any]:
+              confidence: float, task_type: str | None, evidence: Iterable[str] = (),
+              resolution_chars: int = RESOLUTION_CHARS) -> dict[str, Any]:
     """A memory candidate: texts clipped and redacted, tags found, confidence clamped."""
     scrub = redact if REDACT.get() else (lambda x: x)
     content = scrub(clip(content, CONTENT_CHARS))
     context = scrub(clip(context, CONTEXT_CHARS))
-    resolution = scrub(clip_lines(resolution, RESOLUTION_CHARS))
+    resolution = scrub(clip_lines(resolution, resolution_chars))
     tools = list(dict.fromkeys(t for t in tools if t))
     return {
         "content": content,

@@ -75,6 +75,8 @@ _ACK = re.compile(
     r"\bi (?:misunderstood|misread|was wrong|made a mistake)\b|\bgood (?:catch|point)\b|"
     r"\blet me (?:correct|fix) (?:that|this|it|my)\b|\bthanks for (?:the )?(?:correction|clarif)", _I)
 _FOR_GOOD = re.compile(r"^\W*(?:please\s+|pls\s+)?(?:always|never|only)\s+\w+", _I)
+_NEW_VALUE = re.compile(r"\b(?:make|change|move|push|set|switch|bump) (?:it|that|this|them) (?:to |back to )?(?:the )?"
+                        r"(?:\d|(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|tomorrow\b|next\b)", _I)
 _ALTERNATIVE = re.compile(r"\b(?:use|instead|should|rather|prefer|want(?:ed)?|meant|need|just|only|run|go with)\b", _I)
 _IMPERATIVE = re.compile(
     r"^\W*(?:please\s+)?(?:use|don'?t|do not|never|always|stop|avoid|make sure|run|put|keep|call|add|remove|"
@@ -196,6 +198,8 @@ def extract_corrections(d: Digest, task_type: str | None) -> tuple[list[dict[str
         kind = "procedural" if any(_IMPERATIVE.match(x) for x in cue) or CONVENTION.search(cue_text) else "episodic"
         if kind == "episodic" and not rejected:
             conf -= 0.10          # about this task's details ("I wanted the 3 pm flight"): little to reuse
+            if _NEW_VALUE.search(cue_text):
+                conf -= 0.10      # "make it the 10th": a new value for this task, nothing to carry over
         # content is the lesson, stated as the user put it; what the agent did is its context
         ranked = sorted(cue, key=lambda x: (not _ALTERNATIVE.search(x), x.rstrip().endswith("?")))
         rule = statement(ranked[0]) if ranked else ""

@@ -59,7 +59,8 @@ def user_confirms(text: str) -> bool:
 #: the user abandoning the task: what the agent tried taught nothing worth keeping
 GAVE_UP = re.compile(
     r"\b(?:forget (?:it|about it)|never ?mind|give up|giving up|leave it|drop it|going in circles|none of (?:those|these|them)|"
-    r"(?:i|we)'?ll (?:deal with|look at|leave) (?:it|this|that)|i'?ll (?:do|handle|figure|sort|ask) (?:it|this|that|"
+    r"(?:i|we)'?ll (?:deal with|look at|leave) (?:it|this|that)|not worth (?:the|a|going|digging|chasing)|"
+    r"(?:let'?s|we'?ll|i'?ll) (?:just )?keep an eye on it|(?:park|shelve) (?:it|this|that)|i'?ll (?:do|handle|figure|sort|ask) (?:it|this|that|"
     r"out|someone|someone else|elsewhere)|not worth it|let'?s (?:drop|abandon|stop|leave) (?:it|this)|"
     r"(?:this|that) (?:isn'?t|is not|won'?t be) (?:going to )?work(?:ing)?|waste of time|revert (?:everything|it all)|"
     r"undo (?:everything|all of (?:it|that)))\b", _I)

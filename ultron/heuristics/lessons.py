@@ -488,7 +488,13 @@ def extract_security_lessons(d: Digest, task_type: str | None, sighting: str = "
     ranked.sort()
     _, _, best, at = ranked[0]
     others = [s for _, _, s, _ in ranked[1:6] if norm_key(s) != norm_key(best)]
-    calls = [c for c in d.calls if c.error is False and _SEC_CALL.search(c.raw or "")][:3]
+    # its steps: the calls that are plainly about credentials, then what was changed once the
+    # exposure was first spoken of (the remediation: a hook, a config line, a new secret)
+    first = min(i for _, _, _, i in ranked)
+    calls = [c for c in d.calls if c.error is False and _SEC_CALL.search(c.raw or "")]
+    calls += [c for c in d.calls if c.error is False and c.msg > first and c.kind != "read" and not c.housekeeping
+              and c not in calls]
+    calls = sorted(calls[:4], key=lambda c: c.pos)
     steps = "; ".join(call_gist(c.name, c.args, c.raw, 90) for c in calls)
     resolution = clip(" ".join([statement(best)] + others[:4]), 480) + (f" Done: {steps}." if steps else "")
     by_user = d.kind[at] == "user"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ultron.heuristics.candidates import CONTENT_CHARS, RESOLUTION_CHARS, candidate
+from ultron.heuristics.candidates import CONTENT_CHARS, PROCEDURE_CHARS, candidate
 from ultron.heuristics.episodes import CONTINUE, READ_TOOL, Call, Digest, is_closing
 from ultron.heuristics.cues import is_security_lesson, user_confirms
 from ultron.heuristics.lessons import is_standing
@@ -30,6 +30,9 @@ from ultron.heuristics.gists import COMMAND_KEYS, arg_gist
 from ultron.heuristics.text import clip, first_sentence, sentences
 
 PATTERN_MIN_CALLS = 3
+_LOOKUP_STEP = re.compile(
+    r"^\d+\. [^:]+: `(?:ssh \S+ ['\"]?)?(?:cd|ls|cat|head|tail|grep|rg|find|pwd|echo|which|wc|tree|stat|df|du|"
+    r"pg_lsclusters|git (?:status|log|diff|show)|kubectl (?:get|describe)|docker ps|systemctl status)\b[^`]*`?['\"]?`?$")
 _GIST_CHARS = 96           # a step's command: long enough to keep the flags that make it work
 
 _I = re.IGNORECASE
@@ -38,7 +41,10 @@ _ASKS_MORE = re.compile(r"\?\s*$|^\W*(?:want me|shall i|should i|let me know|if 
 _USER_THANKS = re.compile(r"\b(?:thanks|thank you|thx|ty|appreciate|cheers)\b|[👍👌🙏🎉✅]", _I)
 _ASSISTANT_FAILURE = re.compile(
     r"\bi (?:was|am) (?:unable|not able) to\b|\bi (?:couldn'?t|could not|wasn'?t able to|failed to)\b|"
-    r"\bunfortunately,? (?:i|it|the|this)\b.{0,60}\b(?:not|n't|unable|fail)|\b(?:did not|didn'?t) (?:work|succeed)\b",
+    r"\bunfortunately,? (?:i|it|the|this)\b.{0,60}\b(?:not|n't|unable|fail)|\b(?:did not|didn'?t) (?:work|succeed)\b|"
+    # an investigation that found nothing: no procedure in it
+    r"\bnothing (?:obvious|conclusive|stands out|(?:in|on) \w+ (?:itself|side))\b|\bno (?:clear|obvious) (?:cause|culprit|reason)\b|"
+    r"\bprobably not the cause\b|\b(?:couldn'?t|could not|can'?t|cannot) (?:find|pin|identify|reproduce) (?:the|a|any|it)\b",
     _I)
 _COMPLETION = re.compile(
     r"\b(?:done|complete[ds]?|finished|passe[sd]|pass|merged|deployed|restored|backfilled|rotated|installed|live|success(?:ful(?:ly)?)?|created|updated|published|committed|booked|"
@@ -107,10 +113,15 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
             label = f"{name} x{cnt}" if cnt > 1 else name
             shown = ", ".join(gists[:3]) + (", …" if len(gists) > 3 else "")
             lines.append(f"{n}. {label}: {shown}" if shown else f"{n}. {label}")
+        if sum(len(x) + 1 for x in lines) > PROCEDURE_CHARS - 30:
+            # too long to show whole: the look-ups go first ("cd /tmp", "pg_lsclusters"), the
+            # steps that change something stay, so the procedure still reads end to end
+            keep = [ln for ln in lines if not _LOOKUP_STEP.match(ln)]
+            lines = [re.sub(r"^\d+\.", f"{n}.", ln) for n, ln in enumerate(keep or lines, 1)]
         resolution = ""
         for n, ln in enumerate(lines):
             cand = (resolution + "\n" + ln) if resolution else ln
-            if len(cand) > RESOLUTION_CHARS - 30:
+            if len(cand) > PROCEDURE_CHARS - 30:
                 resolution += f"\n… (+{len(lines) - n} more steps)"
                 break
             resolution = cand
@@ -142,7 +153,7 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
         # the task, without the standing rules or preferences said with it (their own memories)
         task = " ".join(x for x in sentences(goal) if not is_standing(x)) or goal
         mem = candidate(typ, "procedural", clip(task, CONTENT_CHARS), context, resolution, tools,
-                        conf, task_type, [c.raw[:300] for c in ok[:8]])
+                        conf, task_type, [c.raw[:300] for c in ok[:8]], resolution_chars=PROCEDURE_CHARS)
         # confirmed: the user says it worked, or thanks the agent after a finished run whose last
         # call reported success (tests passed, "deployed", exit 0 ...)
         verified = bool(SUCCESS_WORD.search(ok[-1].result[:600])) and bool(_COMPLETION.search(final[:1500]))
@@ -156,12 +167,26 @@ def _next_user(d: Digest, start: int) -> int:
     return next((j for j in range(start, len(d.kind)) if d.kind[j] == "user"), -1)
 
 
-_CHAIN = re.compile(r"\s(?:&&|\|\||;)\s|\n")
+_CHAIN = re.compile(r"\s(?:&&|\|\||;)\s|;\s|\n")
+_REMOTE = re.compile(r"^\s*ssh\s+(?:-\S+(?:\s+\S+)?\s+)*\S+\s+(['\"])(.*)\1\s*$", re.DOTALL)
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
 
 
 def _chain_parts(c: Call) -> list[str]:
-    """The commands of a shell call chained with ``&&`` / ``;`` / new lines ([] when it has none)."""
-    return [p.strip() for p in _CHAIN.split(_command(c)[:600]) if p.strip()]
+    """The commands of a shell call chained with ``&&`` / ``;`` / new lines ([] when it has none).
+    A separator inside quotes (``ssh host 'a; b'``) belongs to its argument: quoted spans are
+    masked before splitting, and a line continued with a backslash is one command."""
+    cmd = _command(c)[:600].replace("\\\n", " ")
+    remote = _REMOTE.match(cmd)
+    if remote:                   # ssh host '<commands>': the commands are the steps
+        cmd = remote.group(2)
+    masked = _QUOTED.sub(lambda m: "\0" * len(m.group(0)), cmd)
+    parts, start = [], 0
+    for m in _CHAIN.finditer(masked):
+        parts.append(cmd[start:m.start()])
+        start = m.end()
+    parts.append(cmd[start:])
+    return [p.strip() for p in parts if p.strip()]
 
 
 def _steps(c: Call) -> int:

@@ -90,6 +90,8 @@ def extract_preferences(d: Digest, task_type: str | None, skip: set[int]) -> lis
                 continue
             directive = s[m.start():].lstrip(" ,.;!?")
             directive = _PRONOUN_LEAD.sub("", directive) or directive
+            if len(directive.split()) < 4:        # the cue closes the sentence ("... exact match by default.")
+                directive = s.strip()
             directive = directive[:1].upper() + directive[1:]
             # honoured: a later tool call of the same episode uses the preferred thing
             obj = words(directive) - _PREF_OBJECT_NOISE
