@@ -70,3 +70,25 @@ def test_a_patch_shows_its_changed_lines():
 def test_plain_text_as_a_format_is_not_a_security_topic():
     assert not is_security_lesson("plain text please for the help desk, never paste markdown")
     assert is_security_lesson("the passwords are stored in plain text; rotate them and use the vault")
+
+
+@pytest.mark.parametrize("reply", [
+    "👍 renewal done. write those steps down somewhere for next june",
+    "live, ty. that's the release checklist from now on, same order",
+    "uploading. keep these steps handy for the next release",
+])
+def test_the_user_keeping_the_steps_endorses_a_procedure(reply):
+    from ultron.heuristics.cues import KEEP_STEPS
+
+    assert KEEP_STEPS.search(reply)
+
+
+def test_quoted_and_remote_commands_split_at_their_own_separators():
+    from ultron.heuristics.episodes import Call
+    from ultron.heuristics.patterns import _chain_parts
+
+    def parts(cmd: str) -> list[str]:
+        return _chain_parts(Call(0, 0, "", "Bash", cmd, {"command": cmd}, "", "write"))
+
+    assert parts("ssh db-1 'cd /tmp && sudo pg_upgrade --check'") == ["cd /tmp", "sudo pg_upgrade --check"]
+    assert parts("psql -c 'select 1; select 2' && echo ok") == ["psql -c 'select 1; select 2'", "echo ok"]

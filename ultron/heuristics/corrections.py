@@ -212,5 +212,6 @@ def extract_corrections(d: Digest, task_type: str | None) -> tuple[list[dict[str
         c = candidate(typ, kind, rule or did, context, resolution, tools, conf, task_type, [text])
         c["confirmed"] = base >= 0.5 or acked
         out.append(c)
-        used.add(i)
+        if conf >= 0.5 or rejected:
+            used.add(i)         # a weak one ("are you sure?") neither blocks a procedure nor hides a rule
     return out, used

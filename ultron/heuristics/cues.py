@@ -56,6 +56,16 @@ def user_confirms(text: str) -> bool:
 
 
 
+#: the user keeping the steps for next time ("write those steps down", "that's the release
+#: checklist from now on"): a procedure endorsed for reuse, the strongest sign it is one
+KEEP_STEPS = re.compile(
+    r"\b(?:keep|save|write|note|jot|remember|document|record|store)\b(?:\s+\w+){0,3}?\s+(?:steps|procedure|process|"
+    r"checklist|runbook|recipe|playbook|sequence)\b|\b(?:this|that|these|those|it)(?:'s| is| are| was)? (?:the|our|my) "
+    r"(?:\w+ )?(?:checklist|runbook|procedure|process|recipe|playbook|way to do it|steps)\b|\b(?:same (?:steps|order)|"
+    r"do it (?:this|that|the same) way) (?:next time|from now on|going forward|every time)\b|\bfor next (?:time|release|"
+    r"year|month|quarter|rotation|renewal|upgrade)\b", _I)
+
+
 #: the user abandoning the task: what the agent tried taught nothing worth keeping
 GAVE_UP = re.compile(
     r"\b(?:forget (?:it|about it)|never ?mind|give up|giving up|leave it|drop it|going in circles|none of (?:those|these|them)|"

@@ -28,7 +28,7 @@ from ultron.heuristics.candidates import CONTEXT_CHARS, REDACT, candidate, dedup
 from ultron.heuristics.classify import classify_memory_type
 from ultron.heuristics.corrections import extract_corrections
 from ultron.heuristics.episodes import Digest
-from ultron.heuristics.cues import GAVE_UP
+from ultron.heuristics.cues import GAVE_UP, KEEP_STEPS
 from ultron.heuristics.lessons import PROBLEM_REPORT, WORKAROUND, extract_prose_fixes, extract_security_lessons, extract_stated
 from ultron.heuristics.errors import ERR_LINE, EXC_LINE, extract_errors
 from ultron.heuristics.generalise import generalise, people_in
@@ -80,6 +80,7 @@ def extract_memories(messages: list[Message], *, task_type: str | None = None) -
     _supersede_workarounds(memories)
     _rules_over_instances(memories)
     _fixes_over_troubleshooting(memories)
+    memories = _endorsed_procedures(memories)
     _discount_if_abandoned(d, memories)
     if memories:
         _generalise(memories, people_in(d.text[i] for i, k in enumerate(d.kind) if k in ("user", "tool")))
@@ -124,6 +125,26 @@ def _fixes_over_troubleshooting(memories: list[dict[str, Any]]) -> None:
         same = [f["confidence"] for f in fixes if set(f["tools_used"]) & set(m["tools_used"]) or not f["tools_used"]]
         if same:
             m["confidence"] = round(min(m["confidence"], max(same) - 0.05), 3)
+
+
+def _endorsed_procedures(memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """"That's the release checklist from now on": a rule stated about the steps just taken is
+    the procedure's endorsement, not a lesson of its own. The procedure keeps the user's
+    words in its context and the rule's confidence; the bare rule goes."""
+    procs = [m for m in memories if m["type_hint"] in ("pattern", "security") and m["tools_used"]]
+    if not procs:
+        return memories
+    out = []
+    for m in memories:
+        if not m["tools_used"] and m.get("confirmed") and KEEP_STEPS.search(m["content"]) \
+                and len(m["content"].split()) <= 16:
+            best = max(procs, key=lambda p: p["confidence"])
+            best["confirmed"] = True
+            best["confidence"] = round(max(best["confidence"], m["confidence"]) + 0.05, 3)
+            best["context"] = clip(f"User: {m['content']} {best['context']}".strip(), CONTEXT_CHARS)
+            continue
+        out.append(m)
+    return out
 
 
 def _discount_if_abandoned(d: Digest, memories: list[dict[str, Any]]) -> None:

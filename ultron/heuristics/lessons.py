@@ -458,6 +458,9 @@ _MODAL = re.compile(r"\b(?:must|never|always|should|don'?t|do not|treat|need to|
 _SEC_VERB = re.compile(r"\b(?:rotat\w*|revok\w*|regenerat\w*|deactivat\w*|invalidat\w*|roll(?:ed)?|reissu\w*)\b", _I)
 _DONE_REPORT = re.compile(r"^\W*(?:(?:ok(?:ay)?|done|so)\W+)?(?:i(?:'ve| have)? )?(?:rotated|revoked|deleted|removed|"
                           r"changed|regenerated|deactivated|reset|fixed|did)\b", _I)
+_USER_DID = re.compile(r"\b(?:i(?:'ve| have)?|we(?:'ve| have)?|just|already)\s+(?:\w+\s+)?(?:rotated|revoked|"
+                       r"regenerated|deactivated|rolled|reset|changed|deleted)\b|^\W*(?:rotated|revoked|regenerated|"
+                       r"deactivated|rolled|reset|changed|deleted)\b|\b(?:i'?m|we'?re) (?:rotating|revoking|rolling)\b", _I)
 _SEC_CALL = re.compile(
     r"\b(?:chmod|update-access-key|delete-access-key|create-access-key|revoke|rotate|filter-repo|bfg|git rm --cached|"
     r"\.gitignore|secrets? (?:set|create|put)|gh secret|auth (?:login|refresh)|add-mask|vault)\b", _I)
@@ -498,9 +501,13 @@ def extract_security_lessons(d: Digest, task_type: str | None, sighting: str = "
     steps = "; ".join(call_gist(c.name, c.args, c.raw, 90) for c in calls)
     resolution = clip(" ".join([statement(best)] + others[:4]), 480) + (f" Done: {steps}." if steps else "")
     by_user = d.kind[at] == "user"
-    last_user = next((d.text[j] for j in range(len(d.kind) - 1, at, -1) if d.kind[j] == "user"), "")
+    later_users = [d.text[j] for j in range(at + 1, len(d.kind)) if d.kind[j] == "user"]
+    last_user = later_users[-1] if later_users else ""
     agreed = bool(last_user) and (user_confirms(last_user) or bool(_AGREE.match(last_user))
                                   or bool(re.search(r"\b(?:thanks?|thank you|done|did (?:it|that))\b", last_user, _I)))
+    # the user acting on it ("rotated prod db and smtp, go ahead", "deactivated it") agrees too
+    agreed = agreed or any(_DONE_REPORT.match(x) or (_SEC_VERB.search(x[:300]) and _USER_DID.search(x[:300]))
+                           for x in later_users)
     conf = 0.60 + (0.10 if by_user or agreed else 0.0) + (0.10 if calls else 0.0) + (0.05 if _SEC_VERB.search(best)
                                                                                     else 0.0)
     context = " ".join(x for x in (d.task_context(at), sighting) if x)

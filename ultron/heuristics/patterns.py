@@ -18,12 +18,13 @@ reports completion] + 0.15 [the user's next turn confirms it works; plain thanks
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
 from ultron.heuristics.candidates import CONTENT_CHARS, PROCEDURE_CHARS, candidate
 from ultron.heuristics.episodes import CONTINUE, READ_TOOL, Call, Digest, is_closing
-from ultron.heuristics.cues import is_security_lesson, user_confirms
+from ultron.heuristics.cues import KEEP_STEPS, is_security_lesson, user_confirms
 from ultron.heuristics.lessons import is_standing
 from ultron.heuristics.errors import SUCCESS_WORD, USER_SUCCESS
 from ultron.heuristics.gists import COMMAND_KEYS, arg_gist
@@ -38,6 +39,7 @@ _GIST_CHARS = 96           # a step's command: long enough to keep the flags tha
 _I = re.IGNORECASE
 
 _ASKS_MORE = re.compile(r"\?\s*$|^\W*(?:want me|shall i|should i|let me know|if you)\b", _I)
+_DONE_OPENING = re.compile(r"^\W*(?:all )?(?:done|finished|complete[d]?|all set)\b", _I)
 _USER_THANKS = re.compile(r"\b(?:thanks|thank you|thx|ty|appreciate|cheers)\b|[👍👌🙏🎉✅]", _I)
 _ASSISTANT_FAILURE = re.compile(
     r"\bi (?:was|am) (?:unable|not able) to\b|\bi (?:couldn'?t|could not|wasn'?t able to|failed to)\b|"
@@ -111,7 +113,7 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
         lines = []
         for n, (name, gists, (cnt,)) in enumerate(runs, 1):
             label = f"{name} x{cnt}" if cnt > 1 else name
-            shown = ", ".join(gists[:3]) + (", …" if len(gists) > 3 else "")
+            shown = ", ".join(_distinct(gists)[:6]) + (", …" if len(gists) > 6 else "")
             lines.append(f"{n}. {label}: {shown}" if shown else f"{n}. {label}")
         if sum(len(x) + 1 for x in lines) > PROCEDURE_CHARS - 30:
             # too long to show whole: the look-ups go first ("cd /tmp", "pg_lsclusters"), the
@@ -131,7 +133,8 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
         # keep that as our standard"), or the first one after the episode
         after_work = [d.text[j] for j in range(ok[-1].msg + 1, e) if d.kind[j] == "user"]
         user_after = " ".join(after_work[:1] + [user_after]) if after_work else user_after
-        confirmed = 0.15 if USER_SUCCESS.search(user_after[:400]) else (
+        keep = bool(KEEP_STEPS.search(user_after[:600]))
+        confirmed = 0.15 if USER_SUCCESS.search(user_after[:400]) or keep else (
             0.05 if _USER_THANKS.search(user_after[:400]) else 0.0)
         all_reads = all(READ_TOOL.match(c.name) for c in ok)
         # a one-off change to code or docs ("rename X to Y", "add a test for Z"), made mostly of
@@ -156,11 +159,25 @@ def extract_patterns(d: Digest, task_type: str | None, fixed_errors: set[int],
                         conf, task_type, [c.raw[:300] for c in ok[:8]], resolution_chars=PROCEDURE_CHARS)
         # confirmed: the user says it worked, or thanks the agent after a finished run whose last
         # call reported success (tests passed, "deployed", exit 0 ...)
-        verified = bool(SUCCESS_WORD.search(ok[-1].result[:600])) and bool(_COMPLETION.search(final[:1500]))
-        mem["confirmed"] = (user_confirms(user_after) or bool(USER_SUCCESS.search(user_after[:400]))
+        # the run's last call reported success, or the agent's final answer opens by reporting it done
+        verified = bool(_COMPLETION.search(final[:1500])) and (
+            bool(SUCCESS_WORD.search(ok[-1].result[:600])) or bool(_DONE_OPENING.match(final)))
+        mem["confirmed"] = (keep or user_confirms(user_after) or bool(USER_SUCCESS.search(user_after[:400]))
                             or (verified and bool(_USER_THANKS.search(user_after[:200]))))
         out.append(mem)
     return out
+
+
+def _distinct(gists: list[str]) -> list[str]:
+    """A run's gists with the part they share cut from all but the first: eleven calls to
+    ``http://es:9200/...`` read as ``_reindex``, ``_aliases``, ``_count``, the steps themselves."""
+    if len(gists) < 2:
+        return gists
+    common = os.path.commonprefix(gists)
+    cut = max(common.rfind("/"), common.rfind(" ")) + 1
+    if cut < 8:
+        return gists
+    return [gists[0]] + [g[cut:] or g for g in gists[1:]]
 
 
 def _next_user(d: Digest, start: int) -> int:
