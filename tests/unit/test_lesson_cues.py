@@ -92,3 +92,16 @@ def test_quoted_and_remote_commands_split_at_their_own_separators():
 
     assert parts("ssh db-1 'cd /tmp && sudo pg_upgrade --check'") == ["cd /tmp", "sudo pg_upgrade --check"]
     assert parts("psql -c 'select 1; select 2' && echo ok") == ["psql -c 'select 1; select 2'", "echo ok"]
+
+
+@pytest.mark.parametrize("line, policy", [
+    ('{"error": "PLAN_CHANGE_REJECTED", "message": "Downgrades are not permitted within 30 days of the last change"}',
+     True),
+    ("Claims with incident_date more than 60 days before filing require an adjuster", True),
+    ("ModuleNotFoundError: No module named 'flask'", False),
+    ("npm ERR! code E404", False),
+])
+def test_a_service_refusing_by_its_rules_is_a_policy_not_a_fault(line, policy):
+    from ultron.heuristics.errors import POLICY_REJECTION
+
+    assert bool(POLICY_REJECTION.search(line)) is policy

@@ -81,6 +81,15 @@ USER_SUCCESS = re.compile(
     r"\bgreat\b|\b(?:amazing|fantastic|brilliant|love it|exactly right)\b|🎉|🙌", _I)
 
 
+#: a business rule in a service's refusal (not a technical fault)
+POLICY_REJECTION = re.compile(
+    r"\b(?:not (?:permitted|allowed|eligible)|only (?:allowed|permitted|possible|available)|ineligible|"
+    r"within \d+ (?:days?|hours?|months?)|(?:more|less|older) than \d+ (?:days?|hours?|months?)|policy|"
+    r"exceeds? the (?:\w+ )?(?:limit|maximum|allowance)|requires? (?:approval|a manager|an adjuster)|"
+    r"(?:rejected|declined|refused)\b.{0,40}\b(?:rule|policy|days|limit))", _I)
+_SHELL_TOOL = re.compile(r"bash|shell|exec|terminal|command|run_|sql|python|code|powershell|cmd", _I)
+
+
 def error_line(text: str) -> str:
     """The informative line of an error result: an exception line (the last one of a
     traceback), else the first line that reads like an error, else the first line."""
@@ -301,6 +310,10 @@ def extract_errors(d: Digest, task_type: str | None, corrected: set[int] = froze
         resolution = " ".join(res_parts)
         if is_security_lesson(resolution):
             type_hint = "security"        # the fix is about a credential (rotate, revoke, keep it out of git)
+        elif POLICY_REJECTION.search(line) and not _SHELL_TOOL.search(err.name or ""):
+            # a service refusing by its rules ("downgrades are not permitted within 30 days"): what
+            # was learned is the business rule and the allowed way round it, not a fault fixed
+            type_hint = "pattern"
         success = bool(SUCCESS_WORD.search(fix.result[:600]) or SUCCESS_WORD.search(after_text[:400])
                        or USER_SUCCESS.search(d.next_user_text(fix.result_msg)[:400]))
         recurred = any(c.pos > fix.pos for c in repeats)
