@@ -105,3 +105,14 @@ def test_a_service_refusing_by_its_rules_is_a_policy_not_a_fault(line, policy):
     from ultron.heuristics.errors import POLICY_REJECTION
 
     assert bool(POLICY_REJECTION.search(line)) is policy
+
+
+def test_the_error_line_is_the_one_that_names_the_problem():
+    from ultron.heuristics.errors import error_line
+
+    gradle = ("FAILURE: Build failed with an exception.\n\n* What went wrong:\n"
+              "Android Gradle plugin requires Java 17 to run. You are currently using Java 11.\n\n* Try:\n"
+              "> Run with --stacktrace option.\n\nBUILD FAILED in 4s")
+    assert error_line(gradle).startswith("Android Gradle plugin requires Java 17")
+    make = "cc -c x.c\nx.c:3:1: error: unknown type name 'uint'\nmake: *** [Makefile:2: x.o] Error 1"
+    assert "unknown type name" in error_line(make)

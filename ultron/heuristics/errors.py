@@ -90,6 +90,14 @@ POLICY_REJECTION = re.compile(
 _SHELL_TOOL = re.compile(r"bash|shell|exec|terminal|command|run_|sql|python|code|powershell|cmd", _I)
 
 
+_WHAT_WENT_WRONG = re.compile(r"^\W*(?:what went wrong|caused by|reason|details?)\s*:?\s*$", _I)
+_GENERIC_ERR = re.compile(
+    r"^\W*(?:FAILURE: )?build failed\b|\bBUILD FAILED\b|^\W*(?:make(?:\[\d+\])?: )?\*\*\*.*\bError \d+\s*$|"
+    r"^\W*error: could not compile\b|\bfailed with (?:exit )?(?:code|status)\b|^\W*encountered an error:?\s*$|"
+    r"^\W*(?:a )?fatal error occurred:?\s*$|^\W*npm ERR! (?:code|errno|A complete log)\b|^\W*error: command failed\b|"
+    r"^\W*warning: build failed\b|^\W*\[?error\]?:?\s*$|waiting for other jobs to finish|^\W*ERROR: Job failed\b", _I)
+
+
 def error_line(text: str) -> str:
     """The informative line of an error result: an exception line (the last one of a
     traceback), else the first line that reads like an error, else the first line."""
@@ -102,13 +110,22 @@ def error_line(text: str) -> str:
     if not lines:
         return ""
     body = [ln for ln in lines if not _EXIT_LINE.match(ln)] or lines
+    # a build tool names the real problem under a header ("* What went wrong:", "Caused by:")
+    for n, ln in enumerate(body[:-1]):
+        if _WHAT_WENT_WRONG.match(ln):
+            nxt = body[n + 1].lstrip("> ").strip()
+            if len(nxt) >= 12 and not _GENERIC_ERR.search(nxt):
+                return nxt
     traceback = any(ln.startswith("Traceback (most recent call last)") for ln in body)
     exc = [ln for ln in body if EXC_LINE.match(ln)]
     if exc:
         return exc[-1] if traceback else exc[0]
-    for ln in body[:40]:
-        if ERR_LINE.search(ln):
-            return ln
+    found = [ln for ln in body[:40] if ERR_LINE.search(ln)]
+    # "BUILD FAILED", "make: *** Error 2", "A fatal error occurred": true but generic; the
+    # line that names what went wrong is the one to remember
+    specific = [ln for ln in found if not _GENERIC_ERR.search(ln)]
+    if specific or found:
+        return (specific or found)[0]
     return body[0]
 
 
