@@ -25,6 +25,8 @@ beside the SDK (``Ultron.forget`` calls :func:`forget`). The steps, in order:
    ("retired"): it crystallises again when it regains critical mass. The re-synthesis runs
    last, once everything forgotten is gone; if it fails, the cluster is left ready for the
    next skill evolution.
+   Feedback events on deleted memories and on skills left without a version go too, and a
+   forgotten agent's verdicts everywhere (its votes leave the counters they were added to).
 4. **Files**: skill directories whose ``_meta.json`` cites a deleted or rebuilt memory;
    SFT exports holding forgotten segments are rewritten without them or deleted
    (``ultron.sft.export.remove_from_exports``); forgotten session files that lie under
@@ -53,12 +55,14 @@ import numpy as np
 
 from ultron.context import ServiceContext
 from ultron.db import clusters as cluster_store
+from ultron.db import feedback as feedback_store
 from ultron.db import forget as store
 from ultron.db import skills as skill_store
 from ultron.db import vectors as vector_store
 from ultron.heuristics import topics
 from ultron.memory.service import ForgetResult, MemoryService
 from ultron.sft.export import remove_from_exports
+from ultron.skills.export import sync_export
 from ultron.skills.service import SkillService
 from ultron.skills.versioning import slugify
 
@@ -102,7 +106,8 @@ def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment
     "meta_json", "sft_export", "session_file"}: files deleted or rewritten), ``sft``
     ({"exports_rewritten", "exports_deleted", "examples_removed"}), ``partitions`` (the
     Dagster partition keys of the forgotten sessions), ``kept_on_disk`` (forgotten
-    session files outside ULTRON_HOME, left alone) and ``vacuumed`` (tables VACUUMed)."""
+    session files outside ULTRON_HOME, left alone) and ``vacuumed`` (tables VACUUMed);
+    ``skills_export`` (the ULTRON_SKILLS_EXPORT_DIR sync) when that directory is set."""
     if not any((memory_ids, segment_id, session_file, agent_id)):
         raise ValueError("say what to forget: memory_ids, segment_id, session_file or agent_id")
     memory = memory or MemoryService(ctx)
@@ -122,6 +127,10 @@ def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment
                 clusters = _forget_in_clusters(conn, mem, gone_terms)
                 plan = _forget_in_skills(conn, mem, gone_terms, settings.crystallization_threshold,
                                          settings.skills_dir)
+                # Agents' verdicts on forgotten memories (and skills left without a version), and
+                # every verdict a forgotten agent gave, with its votes taken off the counters.
+                feedback_deleted = feedback_store.forget_feedback(conn, memory_ids=mem.deleted_memories,
+                                                                  agent_id=agent_id)
                 # Files last, inside the transaction: if the commit fails, forget can simply run again.
                 files = _remove_skill_dirs(settings.skills_dir, plan.dirs,
                                            set(mem.deleted_memories) | set(mem.rebuilt_memories), plan.tainted_slugs)
@@ -140,6 +149,7 @@ def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment
     tables = {t: dict(mem.tables.get(t, {"deleted": 0, "updated": 0})) for t in store.TABLES}
     tables["knowledge_clusters"]["updated"] = len(clusters.changed | plan.clusters_changed)
     tables["skills"] = {"deleted": plan.versions_deleted, "updated": published}
+    tables["feedback_events"] = {"deleted": feedback_deleted, "updated": 0}
     report: dict[str, Any] = {k: mem.counts.get(k, 0) for k in LEGACY_KEYS}
     report.update({
         "tables": tables,
@@ -153,6 +163,9 @@ def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment
         "kept_on_disk": kept,
         "vacuumed": [],
     })
+    exported = sync_export(ctx)  # withdrawn skills leave ULTRON_SKILLS_EXPORT_DIR too
+    if exported is not None:
+        report["skills_export"] = exported
     if vacuum:
         report["vacuumed"] = store.vacuum(engine, [t for t, n in tables.items() if n["deleted"] or n["updated"]])
     log.info("forgot: %s; clusters %s; skills %s; files %s",

@@ -8,6 +8,7 @@ hands it to each stage's service; the stages never build or borrow each other.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ultron.context import ServiceContext
@@ -25,6 +26,19 @@ if TYPE_CHECKING:
     from ultron.sft.export import SFTExport
     from ultron.skills.service import SkillService
     from ultron.trajectory.service import SegmentLabel, SessionSegmentation, TrajectoryService
+
+
+#: Longest feedback note kept.
+MAX_NOTE_CHARS = 2000
+
+
+def _agent(agent_id: str | None) -> str | None:
+    """None, or a valid agent id (ValueError otherwise)."""
+    if agent_id is None:
+        return None
+    from ultron.sessions.discovery import validate_agent_id
+
+    return validate_agent_id(agent_id)
 
 
 class Ultron:
@@ -120,9 +134,14 @@ class Ultron:
 
     # -- memories ---------------------------------------------------------------------------
 
-    def upload_memory(self, content: str, context: str = "", resolution: str = "", tags=None):
-        """Store a memory (type decided by the server); returns the record as stored or merged."""
-        return self.memory.upload_memory(content, context, resolution, tags).record
+    def upload_memory(self, content: str, context: str = "", resolution: str = "", tags=None,
+                      agent_id: str | None = None):
+        """Store a memory (type decided by the server); returns the record as stored or merged.
+        ``agent_id`` records which agent it came from (``search_memories(agent_id=...)`` scopes by it)."""
+        from ultron.memory.service import Provenance
+
+        return self.memory.upload_memory(content, context, resolution, tags,
+                                         provenance=Provenance(agent_id=_agent(agent_id))).record
 
     def search_memories(self, query: str, detail_level: str = "l1", limit: int = 10, tier: str | None = None,
                         tags=None, agent_id: str | None = None):
@@ -130,6 +149,52 @@ class Ultron:
 
     def get_memory_details(self, ids):
         return self.memory.get_memory_details(ids)
+
+    def get_memory(self, memory_id: str) -> dict[str, Any] | None:
+        """One memory in full (any status, feedback counts included), or None; a plain read
+        that counts no hit."""
+        if not isinstance(memory_id, str) or not memory_id.strip():
+            return None
+        record = self.memory.get_memory(memory_id.strip())
+        return record.to_dict("full") if record is not None else None
+
+    def list_memories(self, limit: int = 50, offset: int = 0, tier: str | None = None,
+                      agent_id: str | None = None) -> dict[str, Any]:
+        """A page of active memories, newest first: ``{"memories" (L1), "limit", "offset", "total"}``."""
+        records, total = self.memory.list_memories(limit, offset, tier, agent_id)
+        return {"memories": [r.to_dict("l1") for r in records], "limit": limit, "offset": offset, "total": total}
+
+    # -- feedback and context -------------------------------------------------------------------
+
+    def feedback(self, *, memory_id: str | None = None, skill: str | None = None, helpful: bool,
+                 note: str = "", agent_id: str | None = None) -> dict[str, Any]:
+        """Record whether a memory or a skill helped (exactly one of ``memory_id`` / ``skill``,
+        a skill by its name). A memory: helpful adds hits and recency, not helpful lowers its
+        rank and, repeated, demotes it to COLD. A skill: its reliability and lifecycle move
+        (probationary → active → retired). Returns the target's new counters; KeyError for an
+        unknown target, ValueError for bad arguments. Formulas: ``ultron.db.feedback``."""
+        if (memory_id is None) == (skill is None):
+            raise ValueError("give exactly one of memory_id or skill")
+        if not isinstance(helpful, bool):
+            raise ValueError("helpful must be true or false")
+        if not isinstance(note, str) or len(note) > MAX_NOTE_CHARS or "\x00" in note:
+            raise ValueError(f"note must be text of at most {MAX_NOTE_CHARS} characters")
+        agent_id = _agent(agent_id)
+        target = memory_id if memory_id is not None else skill
+        if not isinstance(target, str) or not target.strip():
+            raise ValueError("memory_id / skill must be a non-empty string")
+        if memory_id is not None:
+            return self.memory.feedback(memory_id.strip(), helpful, note, agent_id)
+        return self.skills.feedback(target.strip(), helpful, note, agent_id)
+
+    def context_bundle(self, task: str, token_budget: int = 1500, agent_id: str | None = None) -> dict[str, Any]:
+        """One prompt-ready block for a task within ``token_budget`` tokens (cl100k, never
+        exceeded): the most relevant skills (when to use, steps), then memories (L1, or L0
+        when space is short), each labelled with its id for feedback. ``agent_id`` limits the
+        memories to that agent's. Returns ``{"task", "token_budget", "tokens", "text", "items"}``."""
+        from ultron.bundle import context_bundle
+
+        return context_bundle(self.memory, self.skills, task, token_budget, _agent(agent_id))
 
     def forget(self, memory_ids=None, segment_id: str | None = None, session_file: str | None = None,
                agent_id: str | None = None, *, vacuum: bool = False) -> dict[str, Any]:
@@ -155,8 +220,23 @@ class Ultron:
         return self.skills.search_skills(query, limit)
 
     def get_skill(self, slug: str) -> dict[str, Any] | None:
-        """The current version of a skill, its SKILL.md included; None when unknown."""
+        """The current version of a skill, its SKILL.md included; None when unknown or retired."""
         return self.skills.get_skill(slug)
+
+    def list_skills(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        """Current skills by name (retired ones never), one page: ``limit`` from ``offset``."""
+        return self.skills.list_skills(limit=limit, offset=offset)
+
+    def export_skills(self, to: str | Path) -> dict[str, Any]:
+        """Write the current version of every non-retired skill as ``to/<name>/SKILL.md`` (the
+        Agent Skills layout agents load, e.g. ``~/.claude/skills``), removing skills this export
+        wrote before that were superseded, retired or forgotten; a user's own skill directories
+        there are never touched. Returns ``{"dir", "written", "removed", "unchanged", "skipped"}``
+        (unchanged skills are not rewritten). ULTRON_SKILLS_EXPORT_DIR keeps one directory in
+        sync automatically."""
+        from ultron.skills.export import export_skills
+
+        return export_skills(self.db, to).to_dict()
 
     # -- SFT export -----------------------------------------------------------------------------
 

@@ -63,6 +63,12 @@ def _paths(env: Mapping[str, str], name: str) -> tuple[Path, ...]:
     return tuple(Path(p).expanduser().resolve() for p in raw.split(os.pathsep) if p.strip())
 
 
+def _path(env: Mapping[str, str], name: str) -> Path | None:
+    """One directory (``~`` expanded, resolved), or None when unset or blank."""
+    raw = env.get(name, "").strip()
+    return Path(raw).expanduser().resolve() if raw else None
+
+
 @dataclass(frozen=True)
 class Settings:
     """Typed view of the environment. Defaults are the documented ones (README)."""
@@ -145,6 +151,15 @@ class Settings:
     hot_percentile: float = 10.0
     warm_percentile: float = 40.0
     cold_ttl_days: float = 30.0
+    #: ULTRON_FEEDBACK_DEMOTE_AFTER: net "not helpful" votes (unhelpful - helpful) that demote a
+    #: memory to COLD and keep it there, so the cold TTL archives it.
+    feedback_demote_after: int = 3
+    #: ULTRON_SKILL_ACTIVATE_AFTER: helpful votes that take a skill from probationary to active.
+    skill_activate_after: int = 3
+    #: ULTRON_SKILL_RETIRE_BELOW / ULTRON_SKILL_RETIRE_MIN_VOTES: a skill with at least this many
+    #: votes whose reliability (helpful + 1) / (votes + 2) falls below the threshold is retired.
+    skill_retire_below: float = 0.3
+    skill_retire_min_votes: int = 3
     #: ULTRON_CONSOLIDATE_ENABLED: run store-wide near-duplicate consolidation in maintenance.
     consolidate_enabled: bool = False
     #: ULTRON_RAW_ARCHIVE / ULTRON_RAW_ARCHIVE_RETENTION_DAYS: keep raw uploads, and for how long.
@@ -172,9 +187,15 @@ class Settings:
     #: ULTRON_API_TOKEN: bearer token of the HTTP API; unset on loopback = a generated token
     #: kept in $ULTRON_HOME/api_token. A non-loopback address requires it.
     api_token: str | None = None
+    #: ULTRON_API_URL: where `ultron.client` finds the API; unset = http://ULTRON_API_HOST:ULTRON_API_PORT.
+    api_url: str | None = None
     #: ULTRON_INGEST_ROOTS: server directories POST /ingest may read (os.pathsep separated);
     #: default the inbox directories.
     ingest_roots: tuple[Path, ...] = ()
+    #: ULTRON_SKILLS_EXPORT_DIR: keep this directory in sync with the current, non-retired skills
+    #: in the Agent Skills layout (<name>/SKILL.md) after every skill run, forget and retirement;
+    #: ~/.claude/skills is the Claude Code integration. None = export only on request.
+    skills_export_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.inbox:
@@ -199,11 +220,14 @@ class Settings:
             raise SettingsError(f"ULTRON_EMBEDDING_PROVIDER={self.embedding_provider!r}: use local, openai or hash")
         if not 0 <= self.dedup_soft_threshold <= self.dedup_similarity_threshold <= 1:
             raise SettingsError("need 0 <= ULTRON_DEDUP_SOFT_THRESHOLD <= ULTRON_DEDUP_SIMILARITY_THRESHOLD <= 1")
+        if self.feedback_demote_after < 1 or self.skill_activate_after < 1 or self.skill_retire_min_votes < 1:
+            raise SettingsError("ULTRON_FEEDBACK_DEMOTE_AFTER, ULTRON_SKILL_ACTIVATE_AFTER and "
+                                "ULTRON_SKILL_RETIRE_MIN_VOTES must be at least 1")
         if self.hot_percentile < 0 or self.warm_percentile < 0 or self.hot_percentile + self.warm_percentile > 100:
             raise SettingsError("ULTRON_HOT_PERCENTILE + ULTRON_WARM_PERCENTILE must be within 0..100")
         for name in ("trajectory_memory_score_threshold", "trajectory_sft_score_threshold",
                      "trajectory_excellent_score_threshold", "quality_judge_weight", "memory_min_confidence",
-                     "time_decay_weight", "cluster_similarity_threshold"):
+                     "time_decay_weight", "cluster_similarity_threshold", "skill_retire_below"):
             if not 0 <= getattr(self, name) <= 1:
                 raise SettingsError(f"ULTRON_{name.upper()} must be between 0 and 1")
 
@@ -253,6 +277,10 @@ class Settings:
             hot_percentile=_number(env, "ULTRON_HOT_PERCENTILE", float),
             warm_percentile=_number(env, "ULTRON_WARM_PERCENTILE", float),
             cold_ttl_days=_number(env, "ULTRON_COLD_TTL_DAYS", float),
+            feedback_demote_after=_number(env, "ULTRON_FEEDBACK_DEMOTE_AFTER", int),
+            skill_activate_after=_number(env, "ULTRON_SKILL_ACTIVATE_AFTER", int),
+            skill_retire_below=_number(env, "ULTRON_SKILL_RETIRE_BELOW", float),
+            skill_retire_min_votes=_number(env, "ULTRON_SKILL_RETIRE_MIN_VOTES", int),
             consolidate_enabled=_flag(env, "ULTRON_CONSOLIDATE_ENABLED"),
             raw_archive=_flag(env, "ULTRON_RAW_ARCHIVE"),
             raw_archive_retention_days=_number(env, "ULTRON_RAW_ARCHIVE_RETENTION_DAYS", float),
@@ -267,7 +295,9 @@ class Settings:
             api_host=env.get("ULTRON_API_HOST") or None,
             api_port=_number(env, "ULTRON_API_PORT", int),
             api_token=env.get("ULTRON_API_TOKEN") or None,
+            api_url=(env.get("ULTRON_API_URL") or "").strip() or None,
             ingest_roots=_paths(env, "ULTRON_INGEST_ROOTS"),
+            skills_export_dir=_path(env, "ULTRON_SKILLS_EXPORT_DIR"),
         )
         known = {f.name for f in fields(cls)}
         unknown = set(overrides) - known

@@ -87,4 +87,8 @@ def skills_metadata(client, report: dict) -> dict:
     if published and published[0].get("path"):
         meta["first_published_path"] = dg.MetadataValue.path(published[0]["path"])
     meta["skills_dir"] = dg.MetadataValue.path(str(client.settings.skills_dir))
+    exported = report.get("exported")
+    if exported:  # ULTRON_SKILLS_EXPORT_DIR is set: where agents load the current skills from
+        meta["skills_export_dir"] = dg.MetadataValue.path(exported["dir"])
+        meta["skills_exported"] = len(exported.get("written", [])) + len(exported.get("unchanged", []))
     return meta

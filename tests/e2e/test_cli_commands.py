@@ -203,6 +203,23 @@ def test_skills_list_search_and_show(client, capsys, skill):
     assert code == 1 and out == "" and "no skill 'no-such-skill'" in err
 
 
+def test_skills_export_writes_a_valid_agent_skills_tree(client, capsys, skill, tmp_path):
+    from ultron.skills.export import validate_tree
+
+    slug, out = skill["slug"], tmp_path / "claude" / "skills"
+    code, stdout, err = cli(capsys, "skills", "export", "--to", str(out))
+    assert code == 0, err
+    assert stdout.startswith(f"exported to {out}: 1 skill written, 0 unchanged, 0 removed")
+    assert (out / slug / "SKILL.md").read_text().startswith(f"---\nname: {slug}\n") and validate_tree(out) == {}
+    code, stdout, _ = cli(capsys, "skills", "export", "--to", str(out), "--json")
+    report = json.loads(stdout)
+    assert code == 0 and report["written"] == [] and report["unchanged"] == [slug] and report["problems"] == {}
+    code, _, err = cli(capsys, "skills", "export")
+    assert code == 2 and "ULTRON_SKILLS_EXPORT_DIR" in err
+    code, _, err = cli(capsys, "skills", "pandas", "--to", str(out))
+    assert code == 2 and "--to goes with" in err
+
+
 def test_maintenance_then_export_sft_writes_files_and_prints_where(client, capsys, tmp_path):
     for name in ("docker-flask-missing-module.jsonl", "docker-psycopg2-binary.jsonl"):
         shutil.copy(EXAMPLES / name, tmp_path / name)

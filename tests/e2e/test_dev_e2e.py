@@ -1,7 +1,8 @@
 """`ultron dev` on a fresh state directory: what README's first command promises.
 
 Database, UI and daemon; the examples ingested by the sensor; the automation sensor
-carrying them on to tiers, clusters, skills (SKILL.md in ULTRON_HOME) and an SFT export
+carrying them on to tiers, clusters, skills (SKILL.md in ULTRON_HOME, and a loadable Agent
+Skills tree in ULTRON_SKILLS_EXPORT_DIR) and an SFT export
 that passes its blocking check; a backfill over every session partition; and the
 authenticated HTTP API beside the UI. Ctrl-C stops all of it, the database included."""
 
@@ -14,6 +15,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+
+from ultron.skills.export import validate_tree
 
 QUERY = """{ assetNodes(assetKeys: [{path: ["raw_sessions"]}]) { partitionKeys }
   assetOrError(assetKey: {path: ["raw_sessions"]}) {
@@ -79,8 +82,11 @@ def test_ultron_dev_runs_the_whole_graph_on_the_examples(tmp_path):
     port, api_port = free_port(), free_port()
     home = tmp_path / "home"
     # The default embedder, as a user gets it: whether the examples cluster into a skill is under test.
+    # ULTRON_SKILLS_EXPORT_DIR: what an agent loads (e.g. ~/.claude/skills) is kept in sync.
+    export_dir = tmp_path / "agent-skills"
     env = {**os.environ, "ULTRON_HOME": str(home), "ULTRON_SENSOR_INTERVAL_SECONDS": "2",
-           "ULTRON_API_PORT": str(api_port), "ULTRON_EMBEDDING_PROVIDER": "local"}
+           "ULTRON_API_PORT": str(api_port), "ULTRON_EMBEDDING_PROVIDER": "local",
+           "ULTRON_SKILLS_EXPORT_DIR": str(export_dir)}
     env.pop("ULTRON_API_TOKEN", None)
     log = open(tmp_path / "dev.log", "w")
 
@@ -110,14 +116,20 @@ def test_ultron_dev_runs_the_whole_graph_on_the_examples(tmp_path):
         def downstream():
             d = graphql(port)
             skill_files = list((home / "skills").glob("*/SKILL.md"))
+            exported = list(export_dir.glob("*/SKILL.md")) if export_dir.is_dir() else []
             [check] = d["checks"][0]["assetChecksOrError"]["checks"]
             execution = check["executionForLatestMaterialization"]
             passed = execution and execution["evaluation"] and execution["evaluation"]["success"]
-            return (skill_files, d) if d["skills"]["assetMaterializations"] and skill_files and passed else None
+            ready = d["skills"]["assetMaterializations"] and skill_files and exported and passed
+            return (skill_files, d) if ready else None
 
         skill_files, data = wait_for(downstream, 300, "skills and a checked SFT export", log_tail, proc)
         text = skill_files[0].read_text()
         assert text.startswith("---") and "Steps" in text and "Evidence" in text
+        # A loadable <name>/SKILL.md per current skill in the export directory, and nothing else.
+        assert validate_tree(export_dir) == {}
+        current = {p.parent.name.rsplit("-", 1)[0] for p in skill_files}
+        assert {p.parent.name for p in export_dir.glob("*/SKILL.md")} <= current
         manifests = list((home / "sft").glob("*/manifest.json"))
         assert manifests and json.loads(manifests[0].read_text())["counts"]["exported"] >= 5
 

@@ -44,3 +44,11 @@ def test_bad_values_name_the_variable(env):
 ])
 def test_schedule_interval(hours, cron):
     assert interval_cron(hours) == cron
+
+
+def test_skills_export_dir_is_optional_and_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert Settings.from_env({}).skills_export_dir is None
+    assert Settings.from_env({"ULTRON_SKILLS_EXPORT_DIR": " "}).skills_export_dir is None
+    s = Settings.from_env({"ULTRON_SKILLS_EXPORT_DIR": "~/.claude/skills"})
+    assert s.skills_export_dir == tmp_path / ".claude" / "skills"

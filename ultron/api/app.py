@@ -28,14 +28,20 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ultron.api import ingest_paths
 from ultron.api.auth import api_token, require_token
+from ultron.api.mcp_mount import mount_mcp
 from ultron.api.models import (
     MAX_PATH_CHARS, DetailsResponse, ErrorBody, ForgetResponse, Health, IngestPathsRequest, IngestResponse,
     IngestTextRequest, IngestTextResponse, MemoryDetailsRequest, MemorySearchRequest, MemoryUploadRequest,
-    SearchResponse, Skill, SkillSearchRequest, SkillSearchResponse, Stats, StoredMemory, ValidationErrorBody, _storable,
+    SearchResponse, Skill, SkillSearchRequest, SkillSearchResponse, Stats, StoredMemory, ValidationErrorBody,
+)
+from ultron.api.models import (
+    MAX_PAGE, ContextRequest, ContextResponse, FeedbackRequest, FeedbackResponse, MemoryFull, MemoryList, SkillList,
+    Tier,
 )
 from ultron.db.database import DatabaseError
 from ultron.llm.errors import LLMError
 from ultron.context import EmbeddingProfileMismatch
+from ultron.arguments import optional_agent_id, storable
 from ultron.sessions.discovery import validate_agent_id
 from ultron.settings import Settings
 
@@ -120,14 +126,28 @@ def _validation_response(errors: list[dict[str, Any]]) -> SafeJSONResponse:
     return SafeJSONResponse({"detail": summary or "invalid request", "errors": errors}, 422)
 
 
+def _allowed_methods(request: Request) -> str:
+    """Every method some route serves on this path (GET and DELETE on /memories/{id})."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if getattr(route, "methods", None) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= set(route.methods)
+    return ", ".join(sorted(methods))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError):
         return _validation_response(_field_errors(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException):
-        return SafeJSONResponse({"detail": str(exc.detail)}, exc.status_code, headers=exc.headers)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        headers = exc.headers
+        if exc.status_code == 405:  # Starlette names the first matching route's methods only
+            headers = {**(headers or {}), "Allow": _allowed_methods(request)}
+        return SafeJSONResponse({"detail": str(exc.detail)}, exc.status_code, headers=headers)
 
     @app.exception_handler(ValueError)
     async def refused(_request: Request, exc: ValueError):
@@ -162,11 +182,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def _storable_or_none(value: str | None) -> str | None:
-    return None if value is None else _storable(value)
+    return None if value is None else storable(value)
 
-
-def _agent_or_none(value: str | None) -> str | None:
-    return None if value is None else validate_agent_id(value)
 
 
 def get_client(request: Request):
@@ -174,17 +191,21 @@ def get_client(request: Request):
 
 
 Client = Annotated[Any, Depends(get_client)]
-MemoryId = Annotated[str, Path(min_length=1, max_length=128), AfterValidator(_storable)]
-Slug = Annotated[str, Path(min_length=1, max_length=200), AfterValidator(_storable)]
+MemoryId = Annotated[str, Path(min_length=1, max_length=128), AfterValidator(storable)]
+Slug = Annotated[str, Path(min_length=1, max_length=200), AfterValidator(storable)]
 SkillVersion = Annotated[str | None, Query(max_length=32, description="a published version, e.g. 1.0.0"),
                          AfterValidator(_storable_or_none)]
 SessionFile = Annotated[str, Query(min_length=1, max_length=MAX_PATH_CHARS, pattern="^/",
                                     description="the session file's absolute path, as ingested (the ingest "
                                                 "report's path)"),
-                        AfterValidator(_storable)]
+                        AfterValidator(storable)]
 QueryAgentId = Annotated[str | None, Query(max_length=128, description="only this agent's copy of the file"),
-                         AfterValidator(_storable_or_none), AfterValidator(_agent_or_none)]
-PathAgentId = Annotated[str, Path(min_length=1, max_length=128), AfterValidator(_storable),
+                         AfterValidator(_storable_or_none), AfterValidator(optional_agent_id)]
+MemoryAgentId = Annotated[str | None, Query(max_length=128, description="only this agent's memories"),
+                          AfterValidator(_storable_or_none), AfterValidator(optional_agent_id)]
+PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"at most this many (1-{MAX_PAGE})")]
+PageOffset = Annotated[int, Query(ge=0, le=10_000_000, description="skip this many first")]
+PathAgentId = Annotated[str, Path(min_length=1, max_length=128), AfterValidator(storable),
                         AfterValidator(validate_agent_id)]
 
 
@@ -250,9 +271,57 @@ def build_routes(router: APIRouter, settings: Settings) -> None:
     @router.post("/memories/upload", tags=["memories"], response_model=StoredMemory, responses=COMMON)
     def upload_memory(body: MemoryUploadRequest, client: Client) -> Any:
         """Store one memory; the server decides its type, redacts it, and merges it into a near
-        duplicate of the same type when there is one (action: merged)."""
-        result = client.memory.upload_memory(body.content, body.context, body.resolution, body.tags)
+        duplicate of the same type when there is one (action: merged). ``agent_id`` records
+        the agent it comes from."""
+        from ultron.memory.service import Provenance
+
+        result = client.memory.upload_memory(body.content, body.context, body.resolution, body.tags,
+                                             provenance=Provenance(agent_id=body.agent_id))
         return {**result.record.to_dict("full"), "action": result.action}
+
+    @router.get("/memories", tags=["memories"], response_model=MemoryList, responses=COMMON)
+    def list_memories(client: Client, limit: PageLimit = 50, offset: PageOffset = 0,
+                      tier: Annotated[Tier | None, Query(description="only this tier")] = None,
+                      agent_id: MemoryAgentId = None) -> Any:
+        """Active memories, newest first, one page at a time (L1 detail; no hits counted)."""
+        return client.list_memories(limit, offset, tier, agent_id)
+
+    @router.get("/memories/{memory_id}", tags=["memories"], response_model=MemoryFull,
+                responses={**COMMON, **NOT_FOUND})
+    def get_memory(memory_id: MemoryId, client: Client) -> Any:
+        """One memory in full, any status, with its feedback counts (a read: no hit counted)."""
+        memory = client.get_memory(memory_id)
+        if memory is None:
+            raise HTTPException(404, f"no memory with id {memory_id!r}")
+        return memory
+
+    @router.post("/memories/{memory_id}/feedback", tags=["feedback"], response_model=FeedbackResponse,
+                 response_model_exclude_none=True, responses={**COMMON, **NOT_FOUND})
+    def memory_feedback(memory_id: MemoryId, body: FeedbackRequest, client: Client) -> Any:
+        """Say whether a memory helped. Helpful: more hits, fresh recency. Not helpful: a lower
+        rank; after ULTRON_FEEDBACK_DEMOTE_AFTER net negatives the memory goes COLD (and the
+        cold TTL archives it)."""
+        try:
+            return client.feedback(memory_id=memory_id, helpful=body.helpful, note=body.note, agent_id=body.agent_id)
+        except KeyError:
+            raise HTTPException(404, f"no memory with id {memory_id!r}") from None
+
+    @router.post("/skills/{name}/feedback", tags=["feedback"], response_model=FeedbackResponse,
+                 response_model_exclude_none=True, responses={**COMMON, **NOT_FOUND})
+    def skill_feedback(name: Slug, body: FeedbackRequest, client: Client) -> Any:
+        """Say whether a skill helped: its reliability and lifecycle move (probationary → active →
+        retired; a retired skill is no longer served)."""
+        try:
+            return client.feedback(skill=name, helpful=body.helpful, note=body.note, agent_id=body.agent_id)
+        except KeyError as exc:
+            raise HTTPException(404, str(exc.args[0]) if exc.args else f"no skill named {name!r}") from None
+
+    @router.post("/context", tags=["context"], response_model=ContextResponse, responses=COMMON)
+    def context_bundle(body: ContextRequest, client: Client) -> Any:
+        """One prompt-ready block for a task, within token_budget tokens: the most relevant
+        skills (when to use, steps), then memories (L1, or L0 when space is short), each
+        labelled with its id for feedback."""
+        return client.context_bundle(body.task, body.token_budget, body.agent_id)
 
     @router.post("/memories/search", tags=["memories"], response_model=SearchResponse,
                  response_model_exclude_unset=True, responses=COMMON)
@@ -309,6 +378,12 @@ def build_routes(router: APIRouter, settings: Settings) -> None:
         """Current skill versions closest to the query; superseded versions never appear."""
         results = client.search_skills(body.query, body.limit)
         return {"results": results, "count": len(results)}
+
+    @router.get("/skills", tags=["skills"], response_model=SkillList, responses=COMMON)
+    def list_skills(client: Client, limit: PageLimit = 50, offset: PageOffset = 0) -> Any:
+        """Current skills by name, one page at a time; retired skills are never listed."""
+        return {"skills": client.list_skills(limit, offset), "limit": limit, "offset": offset,
+                "total": client.skills.count_skills()}
 
     @router.get("/skills/{slug}", tags=["skills"], response_model=Skill,
                 responses={**COMMON, **NOT_FOUND,
@@ -405,7 +480,8 @@ def create_app(settings: Settings | None = None, *, client=None, token: str | No
             from ultron.sdk import Ultron
 
             app.state.client = await run_in_threadpool(Ultron, settings)
-        yield
+        async with app.state.mcp_sessions.run():  # the /mcp transport's task group
+            yield
 
     app = FastAPI(
         title="Ultron", version=_version(), lifespan=lifespan,
@@ -416,6 +492,8 @@ def create_app(settings: Settings | None = None, *, client=None, token: str | No
             {"name": "ingest", "description": "session files and plain text in"},
             {"name": "memories", "description": "upload, search, details, forget"},
             {"name": "skills", "description": "skills crystallised from memory clusters"},
+            {"name": "feedback", "description": "agents say whether a memory or a skill helped"},
+            {"name": "context", "description": "one prompt-ready block of skills and memories for a task"},
             {"name": "forget", "description": "forget a session file or an agent everywhere"},
             {"name": "status", "description": "health and counts"},
         ],
@@ -426,7 +504,7 @@ def create_app(settings: Settings | None = None, *, client=None, token: str | No
     app.add_middleware(BodySizeLimit)
     install_error_handlers(app)
 
-    @app.get("/health", tags=["status"], response_model=Health,
+    @app.api_route("/health", methods=["GET", "HEAD"], tags=["status"], response_model=Health,
              responses={503: {"model": Health, "description": "the database does not answer"}})
     def health() -> Any:
         """Liveness and database reachability; needs no token and reveals nothing else."""
@@ -443,4 +521,5 @@ def create_app(settings: Settings | None = None, *, client=None, token: str | No
     router = APIRouter(dependencies=[Depends(require_token)])
     build_routes(router, settings)
     app.include_router(router)
+    app.state.mcp_sessions = mount_mcp(app, app.state.token_bytes)
     return app

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 
+from ultron.arguments import optional_agent_id, storable
 from ultron.sessions.discovery import _AGENT_ID, validate_agent_id
 
 MAX_QUERY_CHARS = 10_000
@@ -27,20 +28,9 @@ MAX_IDS = 1000
 MAX_ID_CHARS = 128
 MAX_PATHS = 1000
 MAX_PATH_CHARS = 4096
-
-
-def _storable(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode (no lone surrogate escapes)") from None
-    return value
-
-
-def _agent(value: str | None) -> str | None:
-    return None if value is None else validate_agent_id(value)
+MAX_NOTE_CHARS = 2000
+MIN_BUDGET, MAX_BUDGET = 50, 100_000
+MAX_PAGE = 500
 
 
 def _upper(value: Any) -> Any:
@@ -49,15 +39,15 @@ def _upper(value: Any) -> Any:
 
 def Text(max_length: int, min_length: int = 0) -> Any:  # noqa: N802 - reads like a type in signatures
     """A storable string of bounded length."""
-    return Annotated[str, Field(min_length=min_length, max_length=max_length), AfterValidator(_storable)]
+    return Annotated[str, Field(min_length=min_length, max_length=max_length), AfterValidator(storable)]
 
 
 AgentId = Annotated[str, Field(max_length=128, json_schema_extra={"pattern": _AGENT_ID.pattern},
                                description="1-128 letters, digits, '.', '_', '-' or '@', starting with a letter "
                                            "or digit"),
-                    AfterValidator(_storable), AfterValidator(_agent)]
+                    AfterValidator(storable), AfterValidator(optional_agent_id)]
 ServerPath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS, json_schema_extra={"pattern": "^/"}),
-                       AfterValidator(_storable)]
+                       AfterValidator(storable)]
 Tags = Annotated[list[Text(MAX_TAG_CHARS)], Field(max_length=MAX_TAGS)]
 Tier = Annotated[Literal["HOT", "WARM", "COLD"], BeforeValidator(_upper)]
 
@@ -92,6 +82,20 @@ class MemoryUploadRequest(Request):
     context: Text(MAX_FIELD_CHARS) = ""
     resolution: Text(MAX_FIELD_CHARS) = ""
     tags: Tags = []
+    agent_id: AgentId | None = Field(None, description="the agent it comes from (search can scope by it)")
+
+
+class FeedbackRequest(Request):
+    helpful: StrictBool = Field(description="true: it helped; false: it did not")
+    note: Text(MAX_NOTE_CHARS) = Field("", description="why, in a sentence (optional; redacted before storing)")
+    agent_id: AgentId | None = Field(None, description="the agent giving the verdict")
+
+
+class ContextRequest(Request):
+    task: Text(MAX_QUERY_CHARS, 1) = Field(description="what the agent is about to do, in plain words")
+    token_budget: int = Field(1500, ge=MIN_BUDGET, le=MAX_BUDGET,
+                              description="the block never exceeds this many tokens (cl100k)")
+    agent_id: AgentId | None = Field(None, description="only this agent's memories")
 
 
 class MemorySearchRequest(Request):
@@ -144,6 +148,8 @@ class MemoryFull(MemoryL1):
     end_line: int | None = None
     last_hit_at: str | None = None
     created_at: str | None = None
+    helpful_count: int = 0
+    unhelpful_count: int = 0
 
 
 class StoredMemory(MemoryFull):
@@ -231,6 +237,10 @@ class SkillSummary(Response):
     superseded_slugs: list[str] = []
     path: str | None = Field(None, description="the published {slug}-{version}/ directory")
     created_at: str | None = None
+    lifecycle: str | None = Field(None, description="probationary or active (retired skills are never served)")
+    reliability: float | None = Field(None, description="(helpful + 1) / (helpful + unhelpful + 2)")
+    helpful_count: int | None = None
+    unhelpful_count: int | None = None
 
 
 class SkillHit(SkillSummary):
@@ -250,6 +260,52 @@ class Skill(SkillSummary):
 class SkillSearchResponse(Response):
     results: list[SkillHit]
     count: int
+
+
+class SkillListItem(SkillSummary):
+    memory_count: int | None = None
+
+
+class SkillList(Response):
+    skills: list[SkillListItem]
+    limit: int
+    offset: int
+    total: int = Field(description="current, non-retired skills in all")
+
+
+class MemoryList(Response):
+    memories: list[MemoryL1]
+    limit: int
+    offset: int
+    total: int = Field(description="memories matching the filters in all")
+
+
+class FeedbackResponse(Response):
+    target_kind: Literal["memory", "skill"]
+    target_id: str
+    helpful: bool
+    helpful_count: int
+    unhelpful_count: int
+    tier: str | None = Field(None, description="memories: the tier after the verdict (COLD when demoted)")
+    status: str | None = Field(None, description="memories: active or archived")
+    hit_count: int | None = None
+    reliability: float | None = Field(None, description="skills: (helpful + 1) / (helpful + unhelpful + 2)")
+    lifecycle: str | None = Field(None, description="skills: probationary, active or retired")
+
+
+class ContextItem(Response):
+    kind: Literal["skill", "memory"]
+    id: str = Field(description="the skill's name or the memory's id, for feedback")
+    detail: Literal["full", "l1", "l0"]
+    tokens: int
+
+
+class ContextResponse(Response):
+    task: str
+    token_budget: int
+    tokens: int = Field(description="tokens of text (cl100k); never above token_budget")
+    text: str = Field(description="the prompt-ready block")
+    items: list[ContextItem]
 
 
 class MemoryCounts(Response):

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from ultron.cli import commands, commands_server
+from ultron.cli import commands, commands_agent, commands_mcp, commands_server
 from ultron.cli.console import CLIError, user_error
 from ultron.cli.parser import build_parser
 from ultron.settings import Settings
@@ -23,7 +23,9 @@ __all__ = ["COMMANDS", "CLIError", "build_parser", "main"]
 
 #: command name -> handler(settings, args) returning the exit code.
 COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {**commands.COMMANDS,
-                                                                       **commands_server.COMMANDS}
+                                                                       **commands_server.COMMANDS,
+                                                                       **commands_mcp.COMMANDS,
+                                                                       **commands_agent.COMMANDS}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

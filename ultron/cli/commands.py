@@ -125,7 +125,35 @@ def _details(settings: Settings, args: argparse.Namespace) -> int:
 # -- skills ---------------------------------------------------------------------------------
 
 
+def _export_skills(settings: Settings, args: argparse.Namespace) -> int:
+    """``ultron skills export --to DIR``: the Agent Skills tree, then its spec check."""
+    from ultron.skills.export import validate_tree
+
+    if args.query != "export" or args.show or args.limit:
+        raise CLIError("--to goes with `ultron skills export --to DIR` only", 2)
+    to = args.to or settings.skills_export_dir
+    if not to:
+        raise CLIError("say where: `ultron skills export --to DIR` (or set ULTRON_SKILLS_EXPORT_DIR)", 2)
+    report = _client(settings).export_skills(to)
+    problems = validate_tree(report["dir"], report["written"] + report["unchanged"])
+    if args.json:
+        print_json({**report, "problems": problems})
+    else:
+        print(f"exported to {report['dir']}: {fmt.plural(len(report['written']), 'skill')} written, "
+              f"{len(report['unchanged'])} unchanged, {len(report['removed'])} removed")
+        for name in report["removed"]:
+            print(f"  removed  {name}")
+        for item in report["skipped"]:
+            print(f"  skipped  {item['name']}: {item['reason']}")
+        for name, found in problems.items():
+            print(f"  invalid  {name}: {'; '.join(found)}")
+    return 1 if problems else 0
+
+
+
 def _skills(settings: Settings, args: argparse.Namespace) -> int:
+    if args.query == "export" or args.to:
+        return _export_skills(settings, args)
     u = _client(settings)
     if args.show:
         if args.query:

@@ -42,6 +42,16 @@ def _score(text: str) -> float:
     return value
 
 
+def _budget(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens") from None
+    if not 50 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"{value} is outside 50..100000 tokens")
+    return value
+
+
 def _json_flag(p: argparse.ArgumentParser, what: str = "the result") -> None:
     p.add_argument("--json", action="store_true", help=f"print {what} as JSON on stdout (for scripts)")
 
@@ -113,14 +123,56 @@ def build_parser() -> argparse.ArgumentParser:
     de.add_argument("ids", nargs="+", metavar="ID", help="memory id (or a unique prefix of at least 4 characters)")
     _json_flag(de, "the records")
 
-    sk = sub.add_parser("skills", help="list, search or show skills",
+    sk = sub.add_parser("skills", help="list, search, show or export skills",
                         description="Without a query: the current skills. With a query: the closest current "
-                                    "skills (vector search). With --show: that skill's SKILL.md.")
-    sk.add_argument("query", nargs="?", help="search the current skills for this")
+                                    "skills (vector search). With --show: that skill's SKILL.md. "
+                                    "`ultron skills export --to DIR`: write the current, non-retired skills as "
+                                    "DIR/<name>/SKILL.md (Agent Skills layout; e.g. ~/.claude/skills for Claude "
+                                    "Code), removing the ones it exported before that are gone; other directories "
+                                    "in DIR are left alone.")
+    sk.add_argument("query", nargs="?", help="search the current skills for this; `export` exports them")
     sk.add_argument("--limit", type=_positive_int, default=None, metavar="N",
                     help="at most this many (default: 5 when searching, all when listing)")
     sk.add_argument("--show", metavar="SLUG", help="print the current SKILL.md of this skill")
+    sk.add_argument("--to", metavar="DIR",
+                    help="with `export`: the skills directory to write (default ULTRON_SKILLS_EXPORT_DIR)")
     _json_flag(sk, "the skills")
+
+    up = sub.add_parser("upload", help="store one memory",
+                        description="Store one memory as an agent would (SDK upload_memory): redacted, typed by the "
+                                    "server, merged into a near duplicate of the same type when there is one.")
+    up.add_argument("content", help="the lesson, in a sentence")
+    up.add_argument("--context", default="", help="when it applies")
+    up.add_argument("--resolution", default="", help="what to do")
+    up.add_argument("--tag", action="append", default=[], metavar="TAG", help="a tag (repeat for several)")
+    up.add_argument("--agent-id", metavar="A", help="the agent it comes from (search --agent-id scopes by it)")
+    _json_flag(up, "the stored record")
+
+    cx = sub.add_parser("context", help="a prompt-ready block of skills and memories for a task",
+                        description="The context bundle for a task: the most relevant skills (when to use, steps), "
+                                    "then memories (L1, or L0 when space is short), each labelled with its id for "
+                                    "`ultron feedback`, within the token budget (cl100k tokens, never exceeded). "
+                                    "The block goes to stdout, its size to stderr.")
+    cx.add_argument("task", help="what the agent is about to do, in plain words")
+    cx.add_argument("--budget", type=_budget, default=1500, metavar="N",
+                    help="at most this many tokens (50-100000, default 1500)")
+    cx.add_argument("--agent-id", metavar="A", help="only this agent's memories")
+    _json_flag(cx, "the bundle (text, items, tokens)")
+
+    fb = sub.add_parser("feedback", help="say whether a memory or a skill helped",
+                        description="Record an agent's verdict. A memory: helpful adds hits and recency; not "
+                                    "helpful lowers its rank and, after ULTRON_FEEDBACK_DEMOTE_AFTER net negatives, "
+                                    "demotes it to COLD. A skill: its reliability moves it from probationary to "
+                                    "active, or retires it (no longer searched, served or exported).")
+    target = fb.add_mutually_exclusive_group(required=True)
+    target.add_argument("--memory", metavar="ID", help="memory id (or a unique prefix, as `ultron search` shows)")
+    target.add_argument("--skill", metavar="NAME", help="skill name (as `ultron skills` lists it)")
+    verdict = fb.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--helpful", dest="helpful", action="store_true", default=None, help="it helped")
+    verdict.add_argument("--not-helpful", dest="helpful", action="store_false", help="it did not help")
+    fb.add_argument("--note", default="", help="why, in a sentence (redacted before it is stored)")
+    fb.add_argument("--agent-id", metavar="A", help="the agent giving the verdict")
+    _json_flag(fb, "the new counts")
 
     ex = sub.add_parser("export-sft", help="write the SFT dataset (OpenAI JSONL and ShareGPT)",
                         description="Export good segments (score >= the threshold, SFT-eligible) as a fine-tuning "
@@ -167,6 +219,14 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default=None, help="address to listen on (default ULTRON_API_HOST or 127.0.0.1)")
     sv.add_argument("--port", type=_port, default=None,
                     help="port (default ULTRON_API_PORT or 8765; 0 picks a free one)")
+
+    sub.add_parser("mcp", help="run the MCP server on stdin/stdout (for agents)",
+                   description="Serve Ultron to an agent over the Model Context Protocol on stdin/stdout: tools "
+                               "search_memories, get_memory_details, upload_memory, search_skills, get_skill, "
+                               "context_bundle and feedback; resources skill://<name> and ultron://stats. The agent "
+                               "starts it as a subprocess (e.g. `claude mcp add ultron -e ULTRON_HOME=/abs/.ultron -- "
+                               "ultron mcp`: the default ULTRON_HOME, .ultron, is relative to the agent's working "
+                               "directory); logs go to stderr. `ultron serve` offers the same server over HTTP at /mcp.")
 
     re_ = sub.add_parser("reembed", help="re-embed everything with the configured embedder",
                          description="Switch embedders: re-embed every memory, cluster centroid and current skill "

@@ -15,7 +15,7 @@ from ultron.db.memories import session_condition
 
 #: Every table forget can change, in the order VACUUM visits them.
 TABLES = ("trajectory_records", "session_messages", "parse_problems", "raw_user_uploads", "task_segments",
-          "memory_records", "memory_contributions", "knowledge_clusters", "skills")
+          "memory_records", "memory_contributions", "knowledge_clusters", "skills", "feedback_events")
 
 
 # -- sessions --------------------------------------------------------------------------

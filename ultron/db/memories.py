@@ -14,10 +14,12 @@ from typing import Any, Sequence
 import numpy as np
 import sqlalchemy as sa
 
+from ultron.db.feedback import FEEDBACK_FACTOR_SQL, demoted_sql
+
 RECORD_COLS = (
     "id, memory_type, content, context, resolution, tags, summary_l0, overview_l1, kind, tools_used, confidence, "
     "tier, status, hit_count, last_hit_at, merge_pending, agent_id, segment_id, session_file, start_line, end_line, "
-    "created_at, updated_at"
+    "created_at, updated_at, helpful_count, unhelpful_count"
 )
 
 RECORD_FIELDS = tuple(c.strip() for c in RECORD_COLS.split(","))
@@ -50,6 +52,9 @@ class MemoryRecord:
     end_line: int | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    #: agents' verdicts (``ultron.db.feedback``)
+    helpful_count: int = 0
+    unhelpful_count: int = 0
 
     def to_dict(self, detail_level: str = "full") -> dict[str, Any]:
         base = {"id": self.id, "memory_type": self.memory_type, "tier": self.tier, "status": self.status,
@@ -64,7 +69,8 @@ class MemoryRecord:
                     segment_id=self.segment_id, session_file=self.session_file, start_line=self.start_line,
                     end_line=self.end_line,
                     last_hit_at=self.last_hit_at.isoformat() if self.last_hit_at else None,
-                    created_at=self.created_at.isoformat() if self.created_at else None)
+                    created_at=self.created_at.isoformat() if self.created_at else None,
+                    helpful_count=self.helpful_count, unhelpful_count=self.unhelpful_count)
         return base
 
     def body(self) -> dict[str, str]:
@@ -222,10 +228,11 @@ def get_records(conn: sa.Connection, ids: Sequence[str], *, include_archived: bo
 
 def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, query_text: str, *, k: int,
                       tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> list[dict[str, Any]]:
-    """ANN (HNSW) and full-text (GIN) candidates with their ranks and cosine similarity.
+    """ANN (HNSW) and full-text (GIN) candidates with their ranks, cosine similarity and
+    ``feedback_factor`` (agents' verdicts, ``ultron.db.feedback.FEEDBACK_FACTOR_SQL``).
 
-    Each side returns its own top ``k``; fusion and boosts happen in Python over at
-    most 2k rows, so the work does not grow with the store.
+    Each side returns its own top ``k``; fusion and the multipliers happen in Python over
+    at most 2k rows, so the work does not grow with the store.
     """
     where = ["status = 'active'"]
     params: dict[str, Any] = {"q": vec(embedding), "text": query_text, "k": k, "fts_pool": k * 10}
@@ -256,7 +263,8 @@ def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, query_text: st
                   ORDER BY rank DESC LIMIT :k) f
         )
         SELECT {_M_RECORD_COLS}, ann.ann_rank, fts.fts_rank,
-               1 - (m.embedding <=> CAST(:q AS vector)) AS similarity
+               1 - (m.embedding <=> CAST(:q AS vector)) AS similarity,
+               {FEEDBACK_FACTOR_SQL}::float8 AS feedback_factor
         FROM (SELECT id FROM ann UNION SELECT id FROM fts) c
         JOIN memory_records m ON m.id = c.id
         LEFT JOIN ann ON ann.id = c.id
@@ -265,28 +273,42 @@ def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, query_text: st
     return [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
 
 
-def rebalance_tiers(conn: sa.Connection, hot_pct: float, warm_pct: float, cold_ttl_days: float) -> dict[str, int]:
+def rebalance_tiers(conn: sa.Connection, hot_pct: float, warm_pct: float, cold_ttl_days: float,
+                    demote_after: int | None = None) -> dict[str, int]:
+    """Rank active memories by use into HOT / WARM / COLD and archive COLD ones past the TTL.
+
+    With ``demote_after``, a memory whose net "not helpful" feedback reached it stays COLD
+    whatever its hits (agents said it does not help), is left out of the percentiles, and its
+    TTL counts from its last feedback, so searches that still touch it cannot keep it alive."""
+    demote = demote_after if demote_after is not None else 2 ** 31 - 1
     conn.execute(sa.text(
-        """
+        f"""
         WITH ranked AS (
             SELECT id, row_number() OVER (ORDER BY hit_count DESC, last_hit_at DESC NULLS LAST, created_at DESC, id)
                        AS rn,
                    count(*) OVER () AS n
-            FROM memory_records WHERE status = 'active'
+            FROM memory_records WHERE status = 'active' AND NOT {demoted_sql()}
         ), target AS (
             SELECT id, CASE WHEN rn <= ceil(n * :hot / 100.0) THEN 'HOT'
                             WHEN rn <= ceil(n * (:hot + :warm) / 100.0) THEN 'WARM'
                             ELSE 'COLD' END AS tier
             FROM ranked
+            UNION ALL
+            SELECT id, 'COLD' FROM memory_records WHERE status = 'active' AND {demoted_sql()}
         )
         UPDATE memory_records m SET tier = target.tier, updated_at = now()
         FROM target WHERE m.id = target.id AND m.tier <> target.tier
-        """), {"hot": hot_pct, "warm": warm_pct})
+        """), {"hot": hot_pct, "warm": warm_pct, "demote": demote})
     archived = conn.execute(sa.text(
-        "UPDATE memory_records SET status = 'archived', updated_at = now() "
-        "WHERE status = 'active' AND tier = 'COLD' "
-        "AND coalesce(last_hit_at, created_at) < now() - make_interval(secs => :ttl * 86400)"),
-        {"ttl": cold_ttl_days}).rowcount
+        f"""UPDATE memory_records m SET status = 'archived', updated_at = now()
+            WHERE status = 'active' AND tier = 'COLD'
+            AND CASE WHEN {demoted_sql('m.')}
+                     THEN coalesce((SELECT max(f.created_at) FROM feedback_events f
+                                    WHERE f.target_kind = 'memory' AND f.target_id = m.id),
+                                   m.last_hit_at, m.created_at)
+                     ELSE coalesce(m.last_hit_at, m.created_at) END
+                < now() - make_interval(secs => :ttl * 86400)"""),
+        {"ttl": cold_ttl_days, "demote": demote}).rowcount
     counts = dict(conn.execute(sa.text(
         "SELECT CASE WHEN status = 'archived' THEN 'ARCHIVED' ELSE tier END AS t, count(*) FROM memory_records "
         "GROUP BY 1")).all())
@@ -305,6 +327,25 @@ def memory_counts(conn: sa.Connection) -> dict[str, Any]:
             out["by_type"][r.memory_type] = out["by_type"].get(r.memory_type, 0) + r.n
             out["by_tier"][r.tier] = out["by_tier"].get(r.tier, 0) + r.n
     return out
+
+
+def list_records(conn: sa.Connection, *, limit: int, offset: int, tier: str | None = None,
+                 agent_id: str | None = None, include_archived: bool = False) -> tuple[list[MemoryRecord], int]:
+    """One page of memories, newest first, and how many match in all."""
+    where, params = [], {"n": int(limit), "o": int(offset)}
+    if not include_archived:
+        where.append("status = 'active'")
+    if tier:
+        where.append("tier = :tier")
+        params["tier"] = tier.upper()
+    if agent_id:
+        where.append("agent_id = :agent")
+        params["agent"] = agent_id
+    cond = ("WHERE " + " AND ".join(where)) if where else ""
+    total = conn.execute(sa.text(f"SELECT count(*) FROM memory_records {cond}"), params).scalar_one()
+    rows = conn.execute(sa.text(
+        f"SELECT {RECORD_COLS} FROM memory_records {cond} ORDER BY created_at DESC, id LIMIT :n OFFSET :o"), params)
+    return [_record(r) for r in rows], int(total)
 
 
 def active_ids_after(conn: sa.Connection, after: str, limit: int) -> list[str]:

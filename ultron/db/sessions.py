@@ -22,7 +22,7 @@ MESSAGE_COLUMNS = (
     "tool_calls", "tool_call_id", "name", "is_sidechain", "source_id",
 )
 TABLES = ("trajectory_records", "session_messages", "parse_problems", "raw_user_uploads", "task_segments",
-          "memory_records", "memory_contributions", "knowledge_clusters", "skills")
+          "memory_records", "memory_contributions", "knowledge_clusters", "skills", "feedback_events")
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,17 @@ from typing import Any, Sequence
 import numpy as np
 import sqlalchemy as sa
 
+from ultron.db.feedback import RELIABILITY_SQL
 from ultron.db.memories import vec
 
+#: What agents' feedback keeps on a skill (``ultron.db.feedback``).
+FEEDBACK_COLS = f"lifecycle, helpful_count, unhelpful_count, {RELIABILITY_SQL} AS reliability"
 SKILL_COLS = ("id, slug, version, parent_version, cluster_id, name, description, skill_md, meta, memory_ids, score, "
-              "status, superseded_slugs, path, created_at, updated_at")
+              f"status, superseded_slugs, path, created_at, updated_at, {FEEDBACK_COLS}")
 LIST_COLS = ("slug, version, parent_version, cluster_id, name, description, score, status, superseded_slugs, path, "
-             "created_at, cardinality(memory_ids) AS memory_count")
+             f"created_at, cardinality(memory_ids) AS memory_count, {FEEDBACK_COLS}")
+#: Skills agents may be given: not retired by feedback.
+SERVED = "lifecycle <> 'retired'"
 _LOCK_KEY = "ultron:skill-evolution"
 
 
@@ -149,13 +154,20 @@ def supersede(conn: sa.Connection, slugs: Sequence[str]) -> list[tuple[str, str]
 def insert_skill(conn: sa.Connection, *, slug: str, version: str, parent_version: str | None, cluster_id: str,
                  name: str, description: str, skill_md: str, meta: dict[str, Any], memory_ids: Sequence[str],
                  score: float, superseded_slugs: Sequence[str], path: str, embedding: np.ndarray) -> str:
+    """A new current version. Its feedback counters and lifecycle continue the slug's latest
+    version's, so a re-synthesised skill keeps its record (a retired one stays retired)."""
     skill_id = str(uuid.uuid4())
     conn.execute(sa.text(
         """
+        WITH prev AS (SELECT helpful_count, unhelpful_count, lifecycle FROM skills WHERE slug = :slug
+                      ORDER BY created_at DESC, version DESC LIMIT 1)
         INSERT INTO skills (id, slug, version, parent_version, cluster_id, name, description, skill_md, meta,
-                            memory_ids, score, status, superseded_slugs, path, embedding)
+                            memory_ids, score, status, superseded_slugs, path, embedding,
+                            helpful_count, unhelpful_count, lifecycle)
         VALUES (:id, :slug, :version, :parent, :cluster, :name, :description, :md, CAST(:meta AS jsonb), :ids,
-                :score, 'current', :sup, :path, CAST(:emb AS vector))
+                :score, 'current', :sup, :path, CAST(:emb AS vector),
+                coalesce((SELECT helpful_count FROM prev), 0), coalesce((SELECT unhelpful_count FROM prev), 0),
+                coalesce((SELECT lifecycle FROM prev), 'probationary'))
         """), {"id": skill_id, "slug": slug, "version": version, "parent": parent_version, "cluster": cluster_id,
                "name": name, "description": description, "md": skill_md, "meta": json.dumps(meta, default=str),
                "ids": list(memory_ids), "score": score, "sup": list(superseded_slugs), "path": path,
@@ -165,29 +177,61 @@ def insert_skill(conn: sa.Connection, *, slug: str, version: str, parent_version
 
 def use_vector_index(conn: sa.Connection, ef: int) -> None:
     """Skill search always walks the HNSW index: with a few hundred rows the planner would
-    rather sort them all, which is exact but grows with every skill published."""
-    conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(ef)}; SET LOCAL enable_seqscan = off")
+    rather sort them all, which is exact but grows with every skill published. Retired
+    skills are filtered while walking the graph (iterative scan), so they never use up k."""
+    conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(ef)}; SET LOCAL enable_seqscan = off; "
+                         "SET LOCAL hnsw.iterative_scan = strict_order")
 
 
 def search(conn: sa.Connection, embedding: np.ndarray, k: int) -> list[dict[str, Any]]:
-    """Nearest current skills: ``ORDER BY embedding <=> q LIMIT k`` on the HNSW index."""
+    """Nearest current, non-retired skills: ``ORDER BY embedding <=> q LIMIT k`` on the HNSW index."""
     rows = conn.execute(sa.text(
         f"SELECT {LIST_COLS}, 1 - (embedding <=> CAST(:q AS vector)) AS similarity FROM skills "
-        "WHERE embedding IS NOT NULL ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k"),
+        f"WHERE embedding IS NOT NULL AND {SERVED} ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k"),
         {"q": vec(embedding), "k": int(k)})
     return [_skill(r) for r in rows]
 
 
-def list_skills(conn: sa.Connection, include_superseded: bool = False) -> list[dict[str, Any]]:
-    where = "" if include_superseded else "WHERE status = 'current'"
-    rows = conn.execute(sa.text(f"SELECT {LIST_COLS}, memory_ids FROM skills {where} ORDER BY slug, created_at"))
+def list_skills(conn: sa.Connection, include_superseded: bool = False, *, include_retired: bool = False,
+                limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+    """Current skills (all versions with ``include_superseded``), by slug; retired ones only
+    when asked. ``limit``/``offset`` page through them."""
+    where = [] if include_superseded else ["status = 'current'"]
+    if not include_retired:
+        where.append(SERVED)
+    cond = ("WHERE " + " AND ".join(where)) if where else ""
+    page = " LIMIT :n OFFSET :o" if limit is not None else (" OFFSET :o" if offset else "")
+    rows = conn.execute(sa.text(f"SELECT {LIST_COLS}, memory_ids FROM skills {cond} ORDER BY slug, created_at{page}"),
+                        {"n": limit, "o": int(offset)})
+    return [_skill(r) for r in rows]
+
+
+def count_served(conn: sa.Connection) -> int:
+    """Current, non-retired skills (the total ``GET /skills`` pages through)."""
+    return conn.execute(sa.text(f"SELECT count(*) FROM skills WHERE status = 'current' AND {SERVED}")).scalar_one()
+
+
+def retired_slugs(conn: sa.Connection) -> set[str]:
+    """Slugs retired by feedback: never searched, listed, served or exported."""
+    return set(conn.execute(sa.text("SELECT DISTINCT slug FROM skills WHERE lifecycle = 'retired'")).scalars())
+
+
+def exportable_skills(conn: sa.Connection) -> list[dict[str, Any]]:
+    """Current, non-retired versions with their SKILL.md, by slug: exactly what the exported
+    Agent Skills tree (``ultron.skills.export``) holds. Lifecycle is read here, in SQL, so the
+    export never serves a retired skill whichever reads the service layer filters."""
+    rows = conn.execute(sa.text(
+        f"SELECT {SKILL_COLS} FROM skills WHERE status = 'current' AND lifecycle <> 'retired' ORDER BY slug"))
     return [_skill(r) for r in rows]
 
 
 def skill_counts(conn: sa.Connection) -> dict[str, int]:
     row = conn.execute(sa.text(
         "SELECT count(*) FILTER (WHERE status = 'current') AS current, "
-        "count(*) FILTER (WHERE status = 'superseded') AS superseded FROM skills")).one()
+        "count(*) FILTER (WHERE status = 'superseded') AS superseded, "
+        "count(*) FILTER (WHERE status = 'current' AND lifecycle = 'retired') AS retired, "
+        "count(*) FILTER (WHERE status = 'current' AND lifecycle = 'active') AS active, "
+        "count(*) FILTER (WHERE status = 'current' AND lifecycle = 'probationary') AS probationary FROM skills")).one()
     return dict(row._mapping)
 
 

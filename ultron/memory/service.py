@@ -19,6 +19,7 @@ import numpy as np
 
 from ultron.context import EmbeddingProfileMismatch, ServiceContext
 from ultron.db import clusters as cluster_store
+from ultron.db import feedback as feedback_store
 from ultron.db import forget as forget_store
 from ultron.db import memories as store
 from ultron.db.memories import MemoryRecord
@@ -208,12 +209,44 @@ class MemoryService:
             store.add_hits(conn, list(ids), 2)
             return store.get_records(conn, list(ids))
 
+    def get_memory(self, memory_id: str) -> MemoryRecord | None:
+        """One record, any status; a plain read (no hit counted, unlike get_memory_details)."""
+        with self.db.engine.connect() as conn:
+            found = store.get_records(conn, [memory_id])
+        return found[0] if found else None
+
+    def list_memories(self, limit: int = 50, offset: int = 0, tier: str | None = None,
+                      agent_id: str | None = None) -> tuple[list[MemoryRecord], int]:
+        """A page of active memories, newest first, and the total that match."""
+        if limit < 1 or offset < 0:
+            raise ValueError("limit must be at least 1 and offset at least 0")
+        with self.db.engine.connect() as conn:
+            return store.list_records(conn, limit=limit, offset=offset, tier=tier, agent_id=agent_id)
+
+    # -- feedback --------------------------------------------------------------------------------
+
+    def feedback(self, memory_id: str, helpful: bool, note: str = "", agent_id: str | None = None
+                 ) -> dict[str, Any]:
+        """Record an agent's verdict on a memory (``ultron.db.feedback`` has the effects:
+        helpful = more hits and fresh recency; not helpful = a lower rank, and COLD after
+        ``ULTRON_FEEDBACK_DEMOTE_AFTER`` net negatives). KeyError for an unknown id."""
+        with self.db.engine.begin() as conn:
+            row = feedback_store.apply_memory_feedback(conn, memory_id, helpful, self.settings.feedback_demote_after)
+            if row is None:
+                raise KeyError(f"no memory with id {memory_id!r}")
+            feedback_store.record_event(conn, "memory", memory_id, helpful,
+                                        self.redactor.redact(note) if note else "", agent_id)
+        return {"target_kind": "memory", "target_id": memory_id, "helpful": helpful,
+                "helpful_count": row["helpful_count"], "unhelpful_count": row["unhelpful_count"],
+                "hit_count": row["hit_count"], "tier": row["tier"], "status": row["status"]}
+
     # -- maintenance ---------------------------------------------------------------------------
 
     def run_tier_rebalance(self) -> dict[str, int]:
         s = self.settings
         with self.db.engine.begin() as conn:
-            return store.rebalance_tiers(conn, s.hot_percentile, s.warm_percentile, s.cold_ttl_days)
+            return store.rebalance_tiers(conn, s.hot_percentile, s.warm_percentile, s.cold_ttl_days,
+                                         demote_after=s.feedback_demote_after)
 
     def consolidate(self, max_merges: int = 100, batch_size: int = 500) -> dict[str, int]:
         """Merge near-duplicate pairs already in the store (same type, cosine >= the dedup
@@ -261,6 +294,7 @@ class MemoryService:
             summaries=self._summaries(new_body) if new_body else None,
             embedding=self._embed(new_body) if new_body else None, merge_pending=False)
         store.add_hits(conn, [keep.id], drop.hit_count)
+        feedback_store.move_memory_feedback(conn, drop.id, keep.id)
         store.delete_records(conn, [drop.id])
 
     # -- forget ----------------------------------------------------------------------------------
@@ -414,8 +448,9 @@ def embedding_text(body: dict[str, str]) -> str:
 
 
 def rank_candidates(candidates: list[dict[str, Any]], settings: Settings, limit: int) -> list[dict[str, Any]]:
-    """Reciprocal-rank fusion of the two lists, then tier boost and time decay; the
-    similarity floor drops rows that are neither close in meaning nor a text match."""
+    """Reciprocal-rank fusion of the two lists, times the tier boost, the time decay and the
+    feedback factor the candidate query computed (``ultron.db.feedback.FEEDBACK_FACTOR_SQL``);
+    the similarity floor drops rows that are neither close in meaning nor a text match."""
     now = datetime.now(timezone.utc)
     out = []
     for c in candidates:
@@ -428,6 +463,7 @@ def rank_candidates(candidates: list[dict[str, Any]], settings: Settings, limit:
         days = max(0.0, (now - last).total_seconds() / 86400.0) if last else 0.0
         w = settings.time_decay_weight
         decay = 1 - w + w * math.exp(-settings.decay_alpha * days)
-        out.append({**c, "score": rrf * TIER_BOOST.get(c["tier"], 1.0) * decay, "matched": matched})
+        feedback = float(c.get("feedback_factor") or 1.0)  # computed in SQL: ultron.db.feedback
+        out.append({**c, "score": rrf * TIER_BOOST.get(c["tier"], 1.0) * decay * feedback, "matched": matched})
     out.sort(key=lambda c: (-c["score"], -float(c["similarity"] or 0), c["id"]))
     return out[:limit]

@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ultron.context import ServiceContext
+from ultron.db import feedback as feedback_store
 from ultron.db import skills as store
 from ultron.db.clusters import cluster_members
 from ultron.db.memories import MemoryRecord
 from ultron.heuristics.skill_synthesis import topic_from
 from ultron.skills import gate as quality
 from ultron.skills.draft import SkillDraft
+from ultron.skills.export import sync_export
 from ultron.skills.render import SkillHeader, meta_json, render_meta, render_skill_md, write_skill_dir
 from ultron.skills.versioning import FIRST_VERSION, latest, next_minor, slug_candidates, slugify
 
@@ -45,12 +47,13 @@ class EvolutionReport:
     llm_fallbacks: int = 0
     llm_calls: int = 0
     seconds: float = 0.0
+    exported: dict[str, Any] | None = None      # the ULTRON_SKILLS_EXPORT_DIR sync, when set
 
     def to_dict(self) -> dict[str, Any]:
         return {"ready": self.ready, "published": list(self.published), "failed": list(self.failed),
                 "not_better": list(self.not_better), "skipped": list(self.skipped),
                 "superseded": list(self.superseded), "llm_fallbacks": self.llm_fallbacks,
-                "llm_calls": self.llm_calls, "seconds": round(self.seconds, 3)}
+                "llm_calls": self.llm_calls, "seconds": round(self.seconds, 3), "exported": self.exported}
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ class SkillService:
                 lock_conn.commit()
         if usage_before is not None:
             report.llm_calls = provider.usage.since(usage_before).calls
+        # Agents loading the exported tree see the new versions (and no superseded ones) now.
+        report.exported = sync_export(self.ctx)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -250,22 +255,66 @@ class SkillService:
         return out
 
     def get_skill(self, slug: str, version: str | None = None) -> dict[str, Any] | None:
-        """The current version of ``slug`` (or the given version), SKILL.md included."""
+        """The current version of ``slug`` (or the given version), SKILL.md included; None
+        when unknown or retired by feedback."""
         if not isinstance(slug, str) or not slug.strip():
             return None
         with self.db.engine.connect() as conn:
-            return store.get_skill(conn, slug.strip(), version)
+            skill = store.get_skill(conn, slug.strip(), version)
+        return None if skill is None or skill.get("lifecycle") == "retired" else skill
 
-    def list_skills(self, include_superseded: bool = False) -> list[dict[str, Any]]:
+    def list_skills(self, include_superseded: bool = False, *, limit: int | None = None,
+                    offset: int = 0) -> list[dict[str, Any]]:
+        """Current skills by slug (every version with ``include_superseded``); never retired ones."""
+        if (limit is not None and limit < 1) or offset < 0:
+            raise ValueError("limit must be at least 1 and offset at least 0")
         with self.db.engine.connect() as conn:
-            return store.list_skills(conn, include_superseded)
+            return store.list_skills(conn, include_superseded, limit=limit, offset=offset)
+
+    def count_skills(self) -> int:
+        """Current, non-retired skills."""
+        with self.db.engine.connect() as conn:
+            return store.count_served(conn)
+
+    def retired_slugs(self) -> set[str]:
+        with self.db.engine.connect() as conn:
+            return store.retired_slugs(conn)
+
+    # -- feedback --------------------------------------------------------------------------------
+
+    def feedback(self, slug: str, helpful: bool, note: str = "", agent_id: str | None = None) -> dict[str, Any]:
+        """Record an agent's verdict on a skill and move its lifecycle (probationary → active →
+        retired; formulas in ``ultron.db.feedback``). KeyError when the slug has no current
+        version or is retired (a retired skill is not served, so it takes no verdicts)."""
+        s = self.settings
+        with self.db.engine.begin() as conn:
+            lifecycle = feedback_store.skill_lifecycle(conn, slug)
+            if lifecycle is None:
+                raise KeyError(f"no skill named {slug!r}")
+            if lifecycle == "retired":
+                raise KeyError(f"skill {slug!r} is retired")
+            row = feedback_store.apply_skill_feedback(
+                conn, slug, helpful, activate_after=s.skill_activate_after, retire_below=s.skill_retire_below,
+                retire_min_votes=s.skill_retire_min_votes)
+            if row is None:  # pragma: no cover - the current version vanished in between
+                raise KeyError(f"no skill named {slug!r}")
+            feedback_store.record_event(conn, "skill", slug, helpful, self.ctx.redactor.redact(note) if note else "",
+                                        agent_id)
+        if row["lifecycle"] != lifecycle:
+            log.info("skill %s: %s -> %s after feedback", slug, lifecycle, row["lifecycle"])
+            sync_export(self.ctx)  # a retired skill leaves ULTRON_SKILLS_EXPORT_DIR at once
+        return {"target_kind": "skill", "target_id": slug, "helpful": helpful,
+                "helpful_count": row["helpful_count"], "unhelpful_count": row["unhelpful_count"],
+                "reliability": round(feedback_store.reliability(row["helpful_count"], row["unhelpful_count"]), 4),
+                "lifecycle": row["lifecycle"]}
 
     def stats(self) -> dict[str, Any]:
         s = self.settings
         with self.db.engine.connect() as conn:
             skills = store.skill_counts(conn)
             clusters = store.cluster_counts(conn, s.crystallization_threshold, s.recrystallization_delta)
-        return {"current": skills["current"], "superseded": skills["superseded"],
+        return {"current": skills["current"], "superseded": skills["superseded"], "retired": skills["retired"],
+                "active": skills["active"], "probationary": skills["probationary"],
                 "clusters_active": clusters["active"], "clusters_with_skill": clusters["with_skill"],
                 "clusters_ready": clusters["ready"], "clusters_waiting": clusters["waiting"]}
 

@@ -1,0 +1,74 @@
+"""``/mcp``: the MCP server (``ultron.mcp``) over streamable HTTP, on the API's own app.
+
+It sits behind the same bearer token as every other route, so ``ultron serve`` and
+``ultron dev`` expose it with nothing else to configure. The token is what guards it:
+a browser page cannot add an ``Authorization`` header to a cross-origin request without
+a CORS preflight this app never grants, so the SDK's Host/Origin (DNS-rebinding) check is
+left off; it would also refuse a loopback server reached through a tunnel or proxy name.
+
+The transport is stateless with JSON responses: every tool is one request and one
+answer, no server-held session survives a restart or needs sticky routing, and in
+``benchmarks/mcp_latency.py`` it answered faster than the stateful SSE mode.
+
+The streamable-HTTP session manager needs a running task group: ``create_app``'s
+lifespan enters :meth:`StreamableHTTPSessionManager.run` around the app's life.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+
+from fastapi import FastAPI
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.routing import Route
+
+from ultron.mcp import LazyUltron, build_server
+
+MCP_PATH = "/mcp"
+
+
+class BearerGuard:
+    """ASGI wrapper answering 401 (as the other routes do) unless the request carries the
+    server's bearer token; compared in constant time."""
+
+    def __init__(self, app, expected: bytes) -> None:
+        self.app = app
+        self.expected = expected
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            message = self._refusal(Headers(scope=scope).get("authorization"))
+            if message is not None:
+                body = json.dumps({"detail": message}).encode()
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="ultron"')]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, header: str | None) -> str | None:
+        scheme, _, credentials = (header or "").partition(" ")
+        if scheme.lower() != "bearer" or not credentials.strip():
+            return "missing bearer token: send 'Authorization: Bearer <token>'"
+        # Starlette decodes headers as latin-1; encoding back gives the bytes the client sent.
+        if not hmac.compare_digest(credentials.strip().encode("latin-1", "replace"), self.expected):
+            return "invalid bearer token"
+        return None
+
+
+def mount_mcp(app: FastAPI, token_bytes: bytes) -> StreamableHTTPSessionManager:
+    """Serve the MCP server at ``/mcp`` of ``app``, on the app's SDK client (``app.state.client``,
+    created by the lifespan); returns the session manager the lifespan must run."""
+    server = build_server(LazyUltron(lambda: app.state.client))
+    # Builds the session manager (the returned standalone Starlette app is not used).
+    server.streamable_http_app(
+        streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    manager = server.session_manager
+    app.router.routes.append(Route(MCP_PATH, endpoint=BearerGuard(StreamableHTTPASGIApp(manager), token_bytes),
+                                   include_in_schema=False))
+    return manager
