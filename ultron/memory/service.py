@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ultron.embeddings.query_cache import QUERIES
 from ultron.context import EmbeddingProfileMismatch, ServiceContext
 from ultron.db import clusters as cluster_store
 from ultron.db import feedback as feedback_store
@@ -187,7 +188,7 @@ class MemoryService:
         if not query or not query.strip() or limit <= 0:
             return []
         self.check_embedding_profile()
-        q = self.embedder.embed_one(query)
+        q = QUERIES.embed(self.embedder, query)
         k = max(limit * 4, 40)
         with self.db.engine.begin() as conn:
             store.set_ef_search(conn, max(self.settings.hnsw_ef_search, k))

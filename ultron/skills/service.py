@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ultron.embeddings.query_cache import QUERIES
 from ultron.context import ServiceContext
 from ultron.db import feedback as feedback_store
 from ultron.db import skills as store
@@ -242,7 +243,7 @@ class SkillService:
         if not isinstance(query, str) or not query.strip() or limit <= 0:
             return []
         self.ctx.check_embedding_profile()
-        q = self.ctx.embedder.embed_one(query)
+        q = QUERIES.embed(self.ctx.embedder, query)
         with self.db.engine.begin() as conn:
             store.use_vector_index(conn, max(self.settings.hnsw_ef_search, limit))
             rows = store.search(conn, q, limit)
