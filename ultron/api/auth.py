@@ -114,12 +114,20 @@ def _unauthorized(message: str) -> HTTPException:
     return HTTPException(401, message, headers={"WWW-Authenticate": 'Bearer realm="ultron"'})
 
 
-def require_token(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-    """Every route but /health and the docs: constant-time comparison with the server's token."""
-    expected: bytes = request.app.state.token_bytes
-    if credentials is None:
-        raise _unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
+def token_refusal(token: str | None, expected: bytes) -> str | None:
+    """Why a bearer token is refused (None when it is the server's): the one check behind
+    every route and the /mcp mount, a constant-time comparison."""
+    if not token:
+        return "missing bearer token: send 'Authorization: Bearer <token>'"
     # Starlette decodes headers as latin-1; encoding back gives the bytes the client sent.
-    given = credentials.credentials.encode("latin-1", "replace")
-    if not hmac.compare_digest(given, expected):
-        raise _unauthorized("invalid bearer token")
+    if not hmac.compare_digest(token.encode("latin-1", "replace"), expected):
+        return "invalid bearer token"
+    return None
+
+
+def require_token(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+    """Every route but /health and the docs."""
+    refusal = token_refusal(credentials.credentials if credentials is not None else None,
+                            request.app.state.token_bytes)
+    if refusal is not None:
+        raise _unauthorized(refusal)

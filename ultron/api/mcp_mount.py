@@ -16,7 +16,6 @@ lifespan enters :meth:`StreamableHTTPSessionManager.run` around the app's life.
 
 from __future__ import annotations
 
-import hmac
 import json
 
 from fastapi import FastAPI
@@ -25,6 +24,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.routing import Route
 
+from ultron.api.auth import token_refusal
 from ultron.mcp import LazyUltron, build_server
 
 MCP_PATH = "/mcp"
@@ -52,12 +52,7 @@ class BearerGuard:
 
     def _refusal(self, header: str | None) -> str | None:
         scheme, _, credentials = (header or "").partition(" ")
-        if scheme.lower() != "bearer" or not credentials.strip():
-            return "missing bearer token: send 'Authorization: Bearer <token>'"
-        # Starlette decodes headers as latin-1; encoding back gives the bytes the client sent.
-        if not hmac.compare_digest(credentials.strip().encode("latin-1", "replace"), self.expected):
-            return "invalid bearer token"
-        return None
+        return token_refusal(credentials.strip() if scheme.lower() == "bearer" else None, self.expected)
 
 
 def mount_mcp(app: FastAPI, token_bytes: bytes) -> StreamableHTTPSessionManager:

@@ -27,7 +27,6 @@ import logging
 import os
 import re
 import shutil
-import unicodedata
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import yaml
 
 from ultron.db import skills as store
-from ultron.skills.versioning import SLUG_MAX
+from ultron.skills.versioning import SLUG_MAX, slugify
 
 if TYPE_CHECKING:
     from ultron.db.database import Database
@@ -86,15 +85,7 @@ def export_name(slug: str, fallback: str = "skill") -> str:
     anything else is folded to lowercase-hyphen words and cut to ``NAME_MAX`` characters."""
     if NAME_RE.match(slug or "") and len(slug) <= NAME_MAX:
         return slug
-    ascii_text = unicodedata.normalize("NFKD", slug or "").encode("ascii", "ignore").decode()
-    words = re.findall(r"[a-z0-9]+", ascii_text.lower())
-    name = ""
-    for w in words:
-        candidate = f"{name}-{w}" if name else w
-        if len(candidate) > NAME_MAX:
-            break
-        name = candidate
-    return name or (words[0][:NAME_MAX] if words else fallback)
+    return slugify(slug, fallback, max_len=NAME_MAX)
 
 
 def _one_line(text: Any) -> str:

@@ -41,18 +41,18 @@ def latest(versions: Iterable[str]) -> str | None:
     return max(good)[1] if good else None
 
 
-def slugify(text: str, fallback: str = "skill") -> str:
-    """Lowercase ASCII words joined by hyphens, cut at a word boundary."""
+def slugify(text: str, fallback: str = "skill", max_len: int = _SLUG_BASE_MAX) -> str:
+    """Lowercase ASCII words joined by hyphens, cut at a word boundary (``max_len`` characters)."""
     ascii_text = unicodedata.normalize("NFKD", text or "").encode("ascii", "ignore").decode()
     words = re.findall(r"[a-z0-9]+", ascii_text.lower())
     slug = ""
     for w in words:
         candidate = f"{slug}-{w}" if slug else w
-        if len(candidate) > _SLUG_BASE_MAX:
+        if len(candidate) > max_len:
             break
         slug = candidate
     if not slug and words:
-        slug = words[0][:_SLUG_BASE_MAX]
+        slug = words[0][:max_len]
     return slug or fallback
 
 
