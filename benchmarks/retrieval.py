@@ -171,6 +171,58 @@ def recall(evidence: list[str], found: set[str]) -> float:
     return sum(1 for e in evidence if e in found) / len(evidence)
 
 
+# -- today's search as of 86245b9 (the baseline this issue starts from) ---------------------------
+
+LEGACY_SQL = """
+    WITH ann AS (
+        SELECT id, row_number() OVER (ORDER BY dist) AS ann_rank
+        FROM (SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records WHERE {cond}
+              ORDER BY dist LIMIT :k) a
+    ),
+    fts AS (
+        SELECT id, row_number() OVER (ORDER BY rank DESC) AS fts_rank
+        FROM (SELECT id, ts_rank_cd(search_tsv, query) AS rank
+              FROM (SELECT id, search_tsv FROM memory_records, websearch_to_tsquery('english', :text) AS q0
+                    WHERE {cond} AND search_tsv @@ q0 LIMIT :fts_pool) pool,
+                   websearch_to_tsquery('english', :text) AS query
+              ORDER BY rank DESC LIMIT :k) f
+    )
+    SELECT m.id, m.tags, m.tier, ann.ann_rank, fts.fts_rank, 1 - (m.embedding <=> CAST(:q AS vector)) AS similarity
+    FROM (SELECT id FROM ann UNION SELECT id FROM fts) c
+    JOIN memory_records m ON m.id = c.id
+    LEFT JOIN ann ON ann.id = c.id
+    LEFT JOIN fts ON fts.id = c.id
+"""
+
+
+def legacy_search(conn: Any, vector: np.ndarray, query: str, tags: list[str] | None, limit: int,
+                  min_score: float) -> list[dict[str, Any]]:
+    """The search of 86245b9, reproduced for the baseline: ``ts_rank_cd`` over a GIN pool, HNSW,
+    equal-weight RRF (k 60), the tier boost and the similarity floor (the time decay and feedback
+    factor are 1 in a fresh store). Same store, same process, so the ratios are fair."""
+    import sqlalchemy as sa
+
+    k = max(limit * 4, 40)
+    conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(100, k)}")
+    params = {"q": "[" + ",".join(f"{x:.7g}" for x in vector) + "]", "text": query, "k": k, "fts_pool": k * 10,
+              "tags": tags}
+    cond = "status = 'active'" + (" AND tags @> CAST(:tags AS text[])" if tags else "")
+    rows = conn.execute(sa.text(LEGACY_SQL.format(cond=cond)), params).mappings().all()
+    boost = {"HOT": 1.2, "WARM": 1.0, "COLD": 0.8}
+    out = []
+    for r in rows:
+        if (r["similarity"] or 0) < min_score and r["fts_rank"] is None:
+            continue
+        rrf = sum(1.0 / (60 + r[key]) for key in ("ann_rank", "fts_rank") if r[key] is not None)
+        out.append({**r, "score": rrf * boost.get(r["tier"], 1.0)})
+    out.sort(key=lambda r: (-r["score"], -float(r["similarity"] or 0), r["id"]))
+    top_rows = out[:limit]
+    if top_rows:  # today's search counted hits too
+        conn.execute(sa.text("UPDATE memory_records SET hit_count = hit_count + 1, last_hit_at = now() "
+                             "WHERE id = ANY(:ids)"), {"ids": [r["id"] for r in top_rows]})
+    return top_rows
+
+
 # -- LoCoMo run -----------------------------------------------------------------------------------
 
 def run_locomo(args: argparse.Namespace, settings_overrides: dict[str, Any]) -> None:
@@ -191,7 +243,9 @@ def run_locomo(args: argparse.Namespace, settings_overrides: dict[str, Any]) -> 
         print(f"\nLoCoMo dev ({LOCOMO.parent.name}): conversations {names}")
         print(f"embedder {embedder.name}; search_min_score {settings.search_min_score}, dedup "
               f"{settings.dedup_similarity_threshold}/{settings.dedup_soft_threshold}, "
-              f"hnsw ef_search {settings.hnsw_ef_search}")
+              f"hnsw ef_search {settings.hnsw_ef_search}; fusion {settings.search_fusion}, dense weight "
+              f"{settings.search_dense_weight}, context weight {settings.search_context_weight}, resolution weight "
+              f"{settings.search_resolution_weight}, lexical pool {settings.search_lexical_pool}")
 
         # upload
         per_conv: dict[str, dict[str, Any]] = {}
@@ -214,9 +268,14 @@ def run_locomo(args: argparse.Namespace, settings_overrides: dict[str, Any]) -> 
         print(f"uploaded {n_turns} turns as {n_mem} memories ({n_turns - n_mem} merged into a near duplicate) "
               f"in {upload_s:.1f} s ({upload_s / max(n_turns, 1) * 1e3:.1f} ms/turn)")
 
-        methods = ("search_memories (today's fusion)", "BM25 (content+context)", f"exact cosine ({embedder.name})")
+        methods = ("search_memories", "today's search (86245b9: ts_rank_cd + RRF)",
+                   "  lexical arm alone (dense weight 0)", "  dense arm alone (dense weight 1)",
+                   "BM25 reference (content+context)", f"exact cosine ({embedder.name})")
+        arms = {methods[2]: Ultron(Settings.from_env(**{**settings_overrides, "search_dense_weight": 0.0})),
+                methods[3]: Ultron(Settings.from_env(**{**settings_overrides, "search_dense_weight": 1.0}))}
         results: list[dict[str, Any]] = []   # one per (question, method)
         latencies: list[float] = []
+        legacy_latencies: list[float] = []
         t0 = time.perf_counter()
         for conv, p in per_conv.items():
             docs = [t["content"] + "\n" + t["context"] for t in p["turns"]]
@@ -227,16 +286,29 @@ def run_locomo(args: argparse.Namespace, settings_overrides: dict[str, Any]) -> 
             qs = p["questions"]
             qv = np.asarray(embedder.embed([q["question"] for q in qs]), dtype=np.float32) if qs else None
             prefix = f"dia:{conv}:"
+            tags = [f"conv:{conv}"]
+
+            def dia_of(tag_lists: Any) -> set[str]:
+                return {tag[len(prefix):] for tl in tag_lists for tag in tl if tag.startswith(prefix)}
+
             for qi, q in enumerate(qs):
                 t = time.perf_counter()
-                hits = client.search_memories(q["question"], limit=K, tags=[f"conv:{conv}"], agent_id=None)
+                hits = client.search_memories(q["question"], limit=K, tags=tags, agent_id=None)
                 latencies.append(time.perf_counter() - t)
-                found = {tag[len(prefix):] for h in hits for tag in h.record.tags if tag.startswith(prefix)}
+                t = time.perf_counter()
+                with client.db.engine.begin() as conn:
+                    legacy = legacy_search(conn, embedder.embed_one(q["question"]), q["question"], tags, K,
+                                           settings.search_min_score)
+                legacy_latencies.append(time.perf_counter() - t)
                 evidence = [e.lower() for e in q["evidence"]]
                 found_by = {
-                    methods[0]: found,
-                    methods[1]: {dia[i].lower() for i in top(bm25.scores(q["question"]), K)},
-                    methods[2]: {dia[i].lower() for i in top(dv @ (qv[qi] / max(np.linalg.norm(qv[qi]), 1e-12)),
+                    methods[0]: dia_of(h.record.tags for h in hits),
+                    methods[1]: dia_of(r["tags"] for r in legacy),
+                    **{m: dia_of(h.record.tags for h in c.search_memories(q["question"], limit=K, tags=tags,
+                                                                            agent_id=None))
+                       for m, c in arms.items()},
+                    methods[4]: {dia[i].lower() for i in top(bm25.scores(q["question"]), K)},
+                    methods[5]: {dia[i].lower() for i in top(dv @ (qv[qi] / max(np.linalg.norm(qv[qi]), 1e-12)),
                                                              K)},
                 }
                 for m, f in found_by.items():
@@ -259,7 +331,7 @@ def run_locomo(args: argparse.Namespace, settings_overrides: dict[str, Any]) -> 
                   + "".join(f"{mean([r for r in rows if r['category'] == c]):>16}" for c in CATEGORIES))
 
         print(f"\nR@{K} per conversation (all categories)")
-        short = ("fusion", "BM25", "exact cosine")
+        short = ("search", "today", "lexical", "dense", "BM25 ref", "cosine")
         print(f"  {'conv':<16}{'turns':>7}{'memories':>10}{'questions':>11}" + "".join(f"{s:>14}" for s in short))
         for conv, p in per_conv.items():
             rows = [r for r in results if r["conv"] == conv]
@@ -271,8 +343,12 @@ def run_locomo(args: argparse.Namespace, settings_overrides: dict[str, Any]) -> 
         if latencies:
             ms = sorted(x * 1e3 for x in latencies)
             p95 = ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))]
-            print(f"\nsearch_memories latency over {len(ms)} questions ({n_mem} memories in the store, "
-                  f"end to end with the query embedding): p50 {statistics.median(ms):.1f} ms, p95 {p95:.1f} ms")
+            old = sorted(x * 1e3 for x in legacy_latencies)
+            old95 = old[min(len(old) - 1, int(round(0.95 * (len(old) - 1))))]
+            print(f"\nlatency over {len(ms)} questions ({n_mem} memories in the store, end to end with the query "
+                  f"embedding, uncached):\n  search_memories p50 {statistics.median(ms):.1f} ms, p95 {p95:.1f} ms; "
+                  f"today's search p50 {statistics.median(old):.1f} ms, p95 {old95:.1f} ms; "
+                  f"ratio p50 {statistics.median(ms) / statistics.median(old):.2f}")
         print(f"(evaluation incl. baselines {eval_s:.1f} s)")
 
 
@@ -332,6 +408,15 @@ def run_lessons(settings_overrides: dict[str, Any]) -> None:
                 print(f"    {i} [{n}] {q[:110]!r}")
 
 
+def _setting_value(value: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--conversations", nargs="+", metavar="CONV",
@@ -340,8 +425,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="minilm (default settings) or hash (fast smoke run; meaningless figures)")
     ap.add_argument("--skip-lessons", action="store_true", help="only the LoCoMo part")
     ap.add_argument("--limit-questions", type=int, metavar="N", help="at most N questions per conversation")
+    ap.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
+                    help="a Settings override for this run, e.g. search_dense_weight=0.4 (repeatable)")
     args = ap.parse_args(argv)
     overrides: dict[str, Any] = {"embedding_provider": "hash"} if args.embedder == "hash" else {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        overrides[key.strip()] = _setting_value(value.strip())
     print(machine_line())
     t0 = time.perf_counter()
     run_locomo(args, overrides)

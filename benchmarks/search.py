@@ -29,6 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _support import machine_line, private_home  # noqa: E402
+from retrieval import legacy_search  # noqa: E402
 
 DIM = 384
 WORDS = ("error timeout docker pandas csv import module permission deploy flight booking refund "
@@ -42,7 +43,10 @@ def make_vectors(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.nd
     return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
 
 
-def fill(conn, n: int, vectors: np.ndarray, rng: np.random.Generator, start: int = 0) -> None:
+def fill(conn, n: int, vectors: np.ndarray, rng: np.random.Generator, start: int = 0,
+         texts: list[tuple[str, str]] | None = None) -> None:
+    """COPY n memories; ``texts`` (content, context) pairs are cycled when given (real language,
+    so the lexical arm meets real word frequencies), else 8 words of a small vocabulary."""
     raw = conn.connection.driver_connection
     with raw.cursor() as cur:
         with cur.copy("COPY memory_records (id, memory_type, content, context, resolution, summary_l0, "
@@ -50,9 +54,28 @@ def fill(conn, n: int, vectors: np.ndarray, rng: np.random.Generator, start: int
             for i in range(n):
                 words = " ".join(rng.choice(WORDS, 8))
                 vec = "[" + ",".join(f"{x:.6f}" for x in vectors[i]) + "]"
-                copy.write_row((str(uuid.UUID(int=start + i + 1)), "error", f"memory {start + i}: {words}",
-                                "bench", "resolution " + words, words[:60], words, "WARM", int(rng.integers(0, 50)),
-                                vec))
+                if texts:
+                    content, context = texts[(start + i) % len(texts)]
+                    row = (content, context, "", content[:60], content)
+                else:
+                    row = (f"memory {start + i}: {words}", "bench", "resolution " + words, words[:60], words)
+                copy.write_row((str(uuid.UUID(int=start + i + 1)), "error", *row, "WARM",
+                                int(rng.integers(0, 50)), vec))
+
+
+def load_texts(kind: str) -> tuple[list[tuple[str, str]] | None, list[str]]:
+    """LoCoMo dev turns as (content, context) with the retrieval benchmark's protocol, and its
+    questions (queries for the end-to-end rows); (None, []) when ../shared is absent."""
+    from retrieval import LOCOMO, turns_of  # benchmarks/retrieval.py
+
+    if kind != "locomo" or not LOCOMO.is_file():
+        return None, []
+    import json
+
+    data = json.loads(LOCOMO.read_text(encoding="utf-8"))
+    texts = [(t["content"], t["context"]) for s in data for t in turns_of(s["conversation"])]
+    questions = [str(q["question"]) for s in data for q in s["qa"]]
+    return texts, questions
 
 
 def percentile(xs: list[float], p: float) -> float:
@@ -65,6 +88,9 @@ def main() -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--loop-queries", type=int, default=5)
+    ap.add_argument("--text", choices=("words", "locomo"), default="locomo",
+                    help="memory texts: LoCoMo dev turns cycled (default, when ../shared is there) or 8 random words")
+    ap.add_argument("--no-minilm", action="store_true", help="skip the end-to-end rows with a MiniLM query")
     args = ap.parse_args()
     with private_home("ultron-bench-search-"):
         return run(args)
@@ -103,6 +129,15 @@ def run(args: argparse.Namespace) -> int:
     memory._redactor = type("NoRedaction", (), {"redact": staticmethod(lambda s: s)})()
     memory._profile_checked = True
 
+    texts, questions = load_texts(args.text)
+    real = None
+    if not args.no_minilm and questions:
+        from ultron.embeddings.query_cache import QUERIES
+
+        QUERIES.clear()
+        real = MemoryService(ServiceContext(client.db, Settings.from_env(), redactor=None))
+        real._redactor = memory._redactor
+        real.check_embedding_profile = lambda: None  # synthetic store vectors, real query embeddings: timing only
     print(machine_line())
     print(f"vectors: {DIM}-d, clustered around 300 topic centres; {args.queries} queries near random centres; "
           f"HNSW m=16, ef_construction=64, ef_search={settings.hnsw_ef_search}\n")
@@ -116,7 +151,11 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         with client.db.engine.begin() as conn:
             conn.execute(sa.text("SET LOCAL maintenance_work_mem = '512MB'"))
-            fill(conn, add, vectors, rng, start=stored)
+            # bulk load: the BM25 statistics are rebuilt once at the end, not row by row
+            conn.execute(sa.text("ALTER TABLE memory_records DISABLE TRIGGER memory_records_lexicon"))
+            fill(conn, add, vectors, rng, start=stored, texts=texts)
+            conn.execute(sa.text("ALTER TABLE memory_records ENABLE TRIGGER memory_records_lexicon"))
+            conn.execute(sa.text("SELECT ultron_lexicon_rebuild()"))
         load = time.perf_counter() - t0
         with client.db.engine.begin() as conn:
             conn.execute(sa.text("ANALYZE memory_records"))
@@ -155,6 +194,21 @@ def run(args: argparse.Namespace) -> int:
             memory.search_memories("deploy error timeout", detail_level="l1", limit=10)
             search_times.append(time.perf_counter() - t)
 
+        # end to end with a real query embedding: this build's search and today's (86245b9)
+        real_times, legacy_times = [], []
+        if real is not None:
+            for i in range(min(args.queries, len(questions))):
+                qtext = questions[(i + size) % len(questions)]
+                t = time.perf_counter()
+                real.search_memories(qtext, detail_level="l1", limit=10)
+                real_times.append(time.perf_counter() - t)
+            for i in range(min(args.queries, len(questions))):
+                qtext = questions[(i + size + 1) % len(questions)] + " ?"  # not in the query cache
+                t = time.perf_counter()
+                with client.db.engine.begin() as conn:
+                    legacy_search(conn, real.embedder.embed_one(qtext), qtext, None, 10, settings.search_min_score)
+                legacy_times.append(time.perf_counter() - t)
+
         # the reference's approach: every row into Python, cosine one by one
         loop_times = []
         with client.db.engine.connect() as conn:
@@ -176,6 +230,11 @@ def run(args: argparse.Namespace) -> int:
                   f"{'' if recall is None else f'{recall:.3f}':>9} {loop_p50 / p50:14.0f}x")
 
         row("search_memories (HNSW)", search_times)
+        if real_times:
+            row("search + MiniLM query", real_times)
+            row("today's + MiniLM query", legacy_times)
+            print(f"{'':>9} this build / today's search, p50 end to end: "
+                  f"{statistics.median(real_times) / statistics.median(legacy_times):.2f}")
         row("ann only (HNSW)", ann_times, statistics.mean(recalls))
         row("numpy exact (memory)", numpy_times, 1.0)
         row("python loop (DB rows)", loop_times)

@@ -61,7 +61,8 @@ def client(db, settings):
 
     with db.engine.begin() as conn:
         conn.execute(sa.text("TRUNCATE trajectory_records, raw_user_uploads, task_segments, memory_records, "
-                             "memory_contributions, embedding_profile, knowledge_clusters, skills, feedback_events CASCADE"))
+                             "memory_contributions, embedding_profile, knowledge_clusters, skills, feedback_events, "
+                             "memory_lexemes, memory_corpus CASCADE"))
     return Ultron(settings, db=db)
 
 

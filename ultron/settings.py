@@ -143,8 +143,20 @@ class Settings:
     #: 1 - w + w * exp(-alpha * days since last hit).
     decay_alpha: float = 0.05
     time_decay_weight: float = 0.1
-    #: ULTRON_SEARCH_MIN_SCORE: cosine similarity floor for search results.
+    #: ULTRON_SEARCH_MIN_SCORE: cosine floor: a result below it must hold a query word to be returned.
     search_min_score: float = 0.3
+    #: ULTRON_SEARCH_FUSION: how the dense and lexical lists combine: minmax (weighted sum of
+    #: normalised scores) or rrf (reciprocal rank, both arms equal).
+    search_fusion: str = "minmax"
+    #: ULTRON_SEARCH_DENSE_WEIGHT: the dense arm's share of a minmax-fused score (lexical: the rest).
+    search_dense_weight: float = 0.3
+    #: ULTRON_SEARCH_CONTEXT_WEIGHT / ULTRON_SEARCH_RESOLUTION_WEIGHT: BM25F weight of a word of
+    #: the memory's context / resolution, a word of its content weighing 1.
+    search_context_weight: float = 0.5
+    search_resolution_weight: float = 1.0
+    #: ULTRON_SEARCH_LEXICAL_POOL: at most this many memories are BM25-scored per query (rarest
+    #: query words first), which bounds the lexical arm's cost whatever the store's size.
+    search_lexical_pool: int = 200
     #: ULTRON_HNSW_EF_SEARCH: HNSW candidate list size per query (recall vs speed).
     hnsw_ef_search: int = 100
     #: ULTRON_HOT_PERCENTILE / ULTRON_WARM_PERCENTILE / ULTRON_COLD_TTL_DAYS: tier rebalance.
@@ -218,6 +230,12 @@ class Settings:
                 "ULTRON_LLM_MAX_INPUT_TOKENS - ULTRON_LLM_PROMPT_RESERVE_TOKENS must leave at least 256 tokens")
         if self.embedding_provider not in ("local", "openai", "hash"):
             raise SettingsError(f"ULTRON_EMBEDDING_PROVIDER={self.embedding_provider!r}: use local, openai or hash")
+        if self.search_fusion not in ("minmax", "rrf"):
+            raise SettingsError(f"ULTRON_SEARCH_FUSION={self.search_fusion!r}: use minmax or rrf")
+        if self.search_context_weight < 0 or self.search_resolution_weight < 0:
+            raise SettingsError("ULTRON_SEARCH_CONTEXT_WEIGHT and ULTRON_SEARCH_RESOLUTION_WEIGHT must be >= 0")
+        if self.search_lexical_pool < 1:
+            raise SettingsError("ULTRON_SEARCH_LEXICAL_POOL must be at least 1")
         if not 0 <= self.dedup_soft_threshold <= self.dedup_similarity_threshold <= 1:
             raise SettingsError("need 0 <= ULTRON_DEDUP_SOFT_THRESHOLD <= ULTRON_DEDUP_SIMILARITY_THRESHOLD <= 1")
         if self.feedback_demote_after < 1 or self.skill_activate_after < 1 or self.skill_retire_min_votes < 1:
@@ -227,7 +245,8 @@ class Settings:
             raise SettingsError("ULTRON_HOT_PERCENTILE + ULTRON_WARM_PERCENTILE must be within 0..100")
         for name in ("trajectory_memory_score_threshold", "trajectory_sft_score_threshold",
                      "trajectory_excellent_score_threshold", "quality_judge_weight", "memory_min_confidence",
-                     "time_decay_weight", "cluster_similarity_threshold", "skill_retire_below"):
+                     "time_decay_weight", "cluster_similarity_threshold", "skill_retire_below",
+                     "search_dense_weight"):
             if not 0 <= getattr(self, name) <= 1:
                 raise SettingsError(f"ULTRON_{name.upper()} must be between 0 and 1")
 
@@ -273,6 +292,11 @@ class Settings:
             decay_alpha=_number(env, "ULTRON_DECAY_ALPHA", float),
             time_decay_weight=_number(env, "ULTRON_TIME_DECAY_WEIGHT", float),
             search_min_score=_number(env, "ULTRON_SEARCH_MIN_SCORE", float),
+            search_fusion=_lower(env, "ULTRON_SEARCH_FUSION"),
+            search_dense_weight=_number(env, "ULTRON_SEARCH_DENSE_WEIGHT", float),
+            search_context_weight=_number(env, "ULTRON_SEARCH_CONTEXT_WEIGHT", float),
+            search_resolution_weight=_number(env, "ULTRON_SEARCH_RESOLUTION_WEIGHT", float),
+            search_lexical_pool=_number(env, "ULTRON_SEARCH_LEXICAL_POOL", int),
             hnsw_ef_search=_number(env, "ULTRON_HNSW_EF_SEARCH", int),
             hot_percentile=_number(env, "ULTRON_HOT_PERCENTILE", float),
             warm_percentile=_number(env, "ULTRON_WARM_PERCENTILE", float),

@@ -226,16 +226,46 @@ def get_records(conn: sa.Connection, ids: Sequence[str], *, include_archived: bo
     return [rows[i] for i in ids if i in rows]
 
 
-def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, query_text: str, *, k: int,
-                      tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> list[dict[str, Any]]:
-    """ANN (HNSW) and full-text (GIN) candidates with their ranks, cosine similarity and
-    ``feedback_factor`` (agents' verdicts, ``ultron.db.feedback.FEEDBACK_FACTOR_SQL``).
+def lexicon_terms(conn: sa.Connection, query_text: str) -> tuple[list[tuple[str, int, int]], dict[str, float]]:
+    """The query's lexemes (Postgres ``english``: stemmed, stop words dropped) with their count
+    in the query and their document frequency among active memories, and the corpus totals
+    (documents, token count per tsvector weight). Reads only the stats rows the trigger of
+    migration 0006 keeps: a few index lookups, whatever the store's size."""
+    rows = conn.execute(sa.text("""
+        SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS qtf,
+               coalesce((SELECT sum(l.df) FROM memory_lexemes l WHERE l.lexeme = u.lexeme), 0) AS df
+        FROM unnest(to_tsvector('english', :text)) u ORDER BY u.lexeme"""), {"text": query_text}).all()
+    corpus = conn.execute(sa.text(
+        "SELECT coalesce(sum(docs), 0) AS docs, coalesce(sum(len_a), 0) AS a, coalesce(sum(len_b), 0) AS b, "
+        "coalesce(sum(len_c), 0) AS c FROM memory_corpus")).one()
+    return [(r.lexeme, int(r.qtf), int(r.df)) for r in rows], {k: float(v) for k, v in corpus._mapping.items()}
 
-    Each side returns its own top ``k``; fusion and the multipliers happen in Python over
-    at most 2k rows, so the work does not grow with the store.
+
+# A lexeme's weighted count in a document, by the tsvector weight of each position (A content,
+# B resolution, C context): the BM25F field weights, applied to tf and to length alike.
+_WEIGHTED_TF = ("(:wa * cardinality(array_positions(u.weights, 'A')) + :wb * cardinality(array_positions("
+                "u.weights, 'B')) + :wc * cardinality(array_positions(u.weights, 'C')))")
+_WEIGHTED_LEN = "(:wa * d.len_content + :wb * d.len_resolution + :wc * d.len_context)"
+
+
+def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, lexical: dict[str, Any] | None, *, k: int,
+                      tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> list[dict[str, Any]]:
+    """Candidates of both arms with both scores: cosine similarity and BM25.
+
+    * dense: the HNSW top ``k`` (``ORDER BY embedding <=> q``);
+    * lexical: memories holding one of ``lexical["essential"]`` lexemes, found through the GIN
+      index (at most ``lexical["pool"]`` of them), scored with BM25F over every query lexeme
+      (``lexemes``, ``idf``, ``qtf``; field weights ``weights``; ``k1``, ``b``, ``avgdl``); its
+      top ``k`` by that score.
+
+    Every returned row carries ``similarity``, ``bm25`` (0 when it holds no query lexeme),
+    ``ann_rank`` and ``lex_rank`` (NULL outside that arm's top ``k``) and ``feedback_factor``
+    (``ultron.db.feedback.FEEDBACK_FACTOR_SQL``). Fusion happens in Python over at most 2k
+    rows, so the work does not grow with the store; the scoring work is bounded by the pool.
+    ``lexical`` None: dense arm only.
     """
     where = ["status = 'active'"]
-    params: dict[str, Any] = {"q": vec(embedding), "text": query_text, "k": k, "fts_pool": k * 10}
+    params: dict[str, Any] = {"q": vec(embedding), "k": k}
     if tier:
         where.append("tier = :tier")
         params["tier"] = tier.upper()
@@ -246,31 +276,64 @@ def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, query_text: st
         where.append("agent_id = :agent")
         params["agent"] = agent_id
     cond = " AND ".join(where)
+    ann = f"""
+        SELECT id, row_number() OVER (ORDER BY dist) AS ann_rank
+        FROM (SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records WHERE {cond}
+              ORDER BY dist LIMIT :k) a"""
+    if lexical is None:
+        sql = f"""
+            WITH ann AS ({ann})
+            SELECT {_M_RECORD_COLS}, ann.ann_rank, NULL::bigint AS lex_rank, 0.0::float8 AS bm25,
+                   1 - (m.embedding <=> CAST(:q AS vector)) AS similarity,
+                   {FEEDBACK_FACTOR_SQL}::float8 AS feedback_factor
+            FROM ann JOIN memory_records m ON m.id = ann.id"""
+        return [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
+    weights = lexical["weights"]
+    params.update(tsq=_or_query(lexical["essential"]), pool=int(lexical["pool"]), lex=list(lexical["lexemes"]),
+                  idf=[float(x) for x in lexical["idf"]], qtf=[float(x) for x in lexical["qtf"]],
+                  k1=float(lexical["k1"]), b=float(lexical["b"]), avgdl=max(float(lexical["avgdl"]), 1e-9),
+                  wa=float(weights["A"]), wb=float(weights["B"]), wc=float(weights["C"]))
     sql = f"""
-        WITH ann AS (
-            SELECT id, row_number() OVER (ORDER BY dist) AS ann_rank
-            FROM (SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records WHERE {cond}
-                  ORDER BY dist LIMIT :k) a
+        WITH ann AS ({ann}),
+        pool AS (
+            SELECT id FROM memory_records WHERE {cond} AND search_tsv @@ CAST(:tsq AS tsquery) LIMIT :pool
         ),
-        fts AS (
-            -- The GIN index finds matches; ranking is bounded to the first :fts_pool of them,
-            -- so a query matching half the store costs no more than one matching a few rows.
-            SELECT id, row_number() OVER (ORDER BY rank DESC) AS fts_rank
-            FROM (SELECT id, ts_rank_cd(search_tsv, query) AS rank
-                  FROM (SELECT id, search_tsv FROM memory_records, websearch_to_tsquery('english', :text) AS q0
-                        WHERE {cond} AND search_tsv @@ q0 LIMIT :fts_pool) pool,
-                       websearch_to_tsquery('english', :text) AS query
-                  ORDER BY rank DESC LIMIT :k) f
+        cand AS (SELECT id FROM ann UNION SELECT id FROM pool),
+        terms AS (
+            SELECT * FROM unnest(CAST(:lex AS text[]), CAST(:idf AS float8[]), CAST(:qtf AS float8[]))
+                AS t(lexeme, idf, qtf)
+        ),
+        scored AS (
+            SELECT c.id, sum(t.idf * t.qtf * x.tf * (:k1 + 1)
+                             / (x.tf + :k1 * (1 - :b + :b * {_WEIGHTED_LEN} / :avgdl))) AS bm25
+            FROM cand c JOIN memory_records d ON d.id = c.id
+            CROSS JOIN LATERAL (SELECT u.lexeme, {_WEIGHTED_TF}::float8 AS tf FROM unnest(d.search_tsv) u
+                                WHERE u.lexeme = ANY(CAST(:lex AS text[]))) x
+            JOIN terms t ON t.lexeme = x.lexeme
+            WHERE x.tf > 0
+            GROUP BY c.id
+        ),
+        lex AS (
+            SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, id) AS lex_rank
+            FROM scored WHERE bm25 > 0 ORDER BY bm25 DESC, id LIMIT :k
         )
-        SELECT {_M_RECORD_COLS}, ann.ann_rank, fts.fts_rank,
+        SELECT {_M_RECORD_COLS}, ann.ann_rank, lex.lex_rank, coalesce(sc.bm25, 0)::float8 AS bm25,
                1 - (m.embedding <=> CAST(:q AS vector)) AS similarity,
                {FEEDBACK_FACTOR_SQL}::float8 AS feedback_factor
-        FROM (SELECT id FROM ann UNION SELECT id FROM fts) c
+        FROM (SELECT id FROM ann UNION SELECT id FROM lex) c
         JOIN memory_records m ON m.id = c.id
+        LEFT JOIN scored sc ON sc.id = c.id
         LEFT JOIN ann ON ann.id = c.id
-        LEFT JOIN fts ON fts.id = c.id
+        LEFT JOIN lex ON lex.id = c.id
     """
     return [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
+
+
+def _or_query(lexemes: Sequence[str]) -> str:
+    """A tsquery matching any of ``lexemes`` as they are (already normalised, so no parser runs
+    on them again); quotes and backslashes escaped as the tsquery input syntax wants."""
+    quoted = ("'" + lx.replace("\\", "\\\\").replace("'", "''") + "'" for lx in lexemes)
+    return " | ".join(quoted)
 
 
 def rebalance_tiers(conn: sa.Connection, hot_pct: float, warm_pct: float, cold_ttl_days: float,

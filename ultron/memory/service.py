@@ -9,10 +9,8 @@ of the same memory end as one row and one contribution, never two rows.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Sequence
 
 import numpy as np
@@ -29,12 +27,12 @@ from ultron.llm.tokens import truncate_to_tokens
 from ultron.settings import Settings
 from ultron.vocabulary import DETAIL_LEVELS, L0_TOKENS, L1_TOKENS
 
+from ultron.memory.ranking import TIER_BOOST, lexical_plan, rank_candidates
+
 log = logging.getLogger("ultron.memory")
-RRF_K = 60
-TIER_BOOST = {"HOT": 1.2, "WARM": 1.0, "COLD": 0.8}
 
 __all__ = ["EmbeddingProfileMismatch", "ForgetResult", "MemoryService", "Provenance", "SearchResult", "UploadResult",
-           "embedding_text", "rank_candidates"]
+           "TIER_BOOST", "embedding_text", "rank_candidates"]
 
 
 @dataclass
@@ -106,9 +104,11 @@ class MemoryService:
                confidence: float | None) -> UploadResult:
         store.set_ef_search(conn, self.settings.hnsw_ef_search)
         store.lock_type(conn, memory_type)
-        for candidate, sim in store.nearest_of_type(conn, memory_type, embedding, k=3):
-            if sim >= self.settings.dedup_similarity_threshold or (
-                    sim >= self.settings.dedup_soft_threshold and self._same(candidate, body)):
+        near = [(c, sim) for c, sim in store.nearest_of_type(conn, memory_type, embedding, k=3)
+                if sim >= self.settings.dedup_soft_threshold]
+        for (candidate, sim), content_sim in zip(near, self._content_similarities(body, near)):
+            if content_sim >= self.settings.dedup_similarity_threshold or (
+                    content_sim >= self.settings.dedup_soft_threshold and self._same(candidate, body)):
                 return self._merge(conn, candidate, sim, body, tags, prov, tools_used)
         l0, l1 = self._summaries(body)
         record = MemoryRecord(
@@ -178,11 +178,29 @@ class MemoryService:
     def _embed(self, body: dict[str, str]) -> np.ndarray:
         return self.embedder.embed_one(embedding_text(body))
 
+    def _content_similarities(self, body: dict[str, str], near: list[tuple[MemoryRecord, float]]) -> list[float]:
+        """Cosine of the contents themselves, for candidates already close as whole memories.
+
+        The stored embedding covers content, context and resolution, so two memories that share
+        their context (the same session's date and previous turns, the same task description)
+        look alike however different what they say. Dedup asks whether the contents agree; when
+        neither side has a context or resolution, the whole-memory cosine already is that."""
+        candidates = [r for r, _ in near]
+        if not candidates:
+            return []
+        if not any(r.context or r.resolution for r in candidates) and not (body["context"] or body["resolution"]):
+            return [sim for _, sim in near]
+        vectors = np.asarray(self.embedder.embed([body["content"]] + [r.content for r in candidates]),
+                             dtype=np.float32)
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return [float(v @ vectors[0]) for v in vectors[1:]]
+
     # -- search --------------------------------------------------------------------------------
 
     def search_memories(self, query: str, detail_level: str = "l1", limit: int = 10, tier: str | None = None,
                         tags: Sequence[str] | None = None, agent_id: str | None = None) -> list[SearchResult]:
-        """Hybrid search: HNSW ANN + full text, fused by reciprocal rank, then tier boost and time decay."""
+        """Hybrid search: HNSW ANN and BM25 over the GIN index, fused (``ultron.memory.ranking``), then
+        the tier boost, time decay and feedback factor."""
         if detail_level not in DETAIL_LEVELS:
             raise ValueError("detail_level must be 'l0' or 'l1' (use get_memory_details for full text)")
         if not query or not query.strip() or limit <= 0:
@@ -193,7 +211,9 @@ class MemoryService:
         with self.db.engine.begin() as conn:
             store.set_ef_search(conn, max(self.settings.hnsw_ef_search, k))
             store.relax_durability(conn)  # hit counts are soft state
-            candidates = store.hybrid_candidates(conn, q, query, k=k, tier=tier, tags=tags, agent_id=agent_id)
+            terms, corpus = store.lexicon_terms(conn, query)
+            candidates = store.hybrid_candidates(conn, q, lexical_plan(terms, corpus, self.settings), k=k,
+                                                 tier=tier, tags=tags, agent_id=agent_id)
             ranked = rank_candidates(candidates, self.settings, limit)
             store.add_hits(conn, [c["id"] for c in ranked], 1)
         out = []
@@ -250,8 +270,8 @@ class MemoryService:
                                          demote_after=s.feedback_demote_after)
 
     def consolidate(self, max_merges: int = 100, batch_size: int = 500) -> dict[str, int]:
-        """Merge near-duplicate pairs already in the store (same type, cosine >= the dedup
-        threshold), batch-wise, each pair found through the HNSW index. The older record
+        """Merge near-duplicate pairs already in the store (same type, cosine of the memories and
+        of their contents >= the dedup threshold), batch-wise, each pair found through the HNSW index. The older record
         absorbs the newer one: contributions, hits and tags move over, bodies are merged."""
         merged = examined = 0
         after = ""
@@ -272,8 +292,11 @@ class MemoryService:
                     examined += 1
                     store.lock_type(conn, rec.memory_type)
                     emb = store.embedding_of(conn, rec.id)
-                    for other, sim in store.nearest_of_type(conn, rec.memory_type, emb, k=2):
-                        if other.id == rec.id or sim < self.settings.dedup_similarity_threshold:
+                    near = [(o, sim) for o, sim in store.nearest_of_type(conn, rec.memory_type, emb, k=2)
+                            if o.id != rec.id and sim >= self.settings.dedup_similarity_threshold]
+                    sims = self._content_similarities(rec.body(), near)
+                    for (other, sim), content_sim in zip(near, sims):
+                        if content_sim < self.settings.dedup_similarity_threshold:
                             continue
                         keep, drop = sorted((rec, other), key=lambda r: (r.created_at, r.id))
                         self._absorb(conn, keep, drop, sim)
@@ -446,25 +469,3 @@ def _remaining_provenance(record: MemoryRecord, remaining: list[dict[str, Any]],
 
 def embedding_text(body: dict[str, str]) -> str:
     return "\n".join(v for v in (body.get("content"), body.get("context"), body.get("resolution")) if v)
-
-
-def rank_candidates(candidates: list[dict[str, Any]], settings: Settings, limit: int) -> list[dict[str, Any]]:
-    """Reciprocal-rank fusion of the two lists, times the tier boost, the time decay and the
-    feedback factor the candidate query computed (``ultron.db.feedback.FEEDBACK_FACTOR_SQL``);
-    the similarity floor drops rows that are neither close in meaning nor a text match."""
-    now = datetime.now(timezone.utc)
-    out = []
-    for c in candidates:
-        sim = float(c["similarity"]) if c["similarity"] is not None else 0.0
-        matched = [name for name, key in (("vector", "ann_rank"), ("text", "fts_rank")) if c[key] is not None]
-        if sim < settings.search_min_score and "text" not in matched:
-            continue
-        rrf = sum(1.0 / (RRF_K + c[key]) for key in ("ann_rank", "fts_rank") if c[key] is not None)
-        last = c["last_hit_at"] or c["created_at"]
-        days = max(0.0, (now - last).total_seconds() / 86400.0) if last else 0.0
-        w = settings.time_decay_weight
-        decay = 1 - w + w * math.exp(-settings.decay_alpha * days)
-        feedback = float(c.get("feedback_factor") or 1.0)  # computed in SQL: ultron.db.feedback
-        out.append({**c, "score": rrf * TIER_BOOST.get(c["tier"], 1.0) * decay * feedback, "matched": matched})
-    out.sort(key=lambda c: (-c["score"], -float(c["similarity"] or 0), c["id"]))
-    return out[:limit]

@@ -1,0 +1,74 @@
+"""Fusion and lexical-plan rules of ultron.memory.ranking (pure logic, no database)."""
+
+from datetime import datetime, timezone
+
+import pytest
+
+from ultron.memory.ranking import bm25_idf, fused_scores, lexical_plan, rank_candidates
+from ultron.settings import Settings, SettingsError
+
+
+def _cand(i: str, sim: float, bm25: float, ann: int | None, lex: int | None, tier: str = "WARM") -> dict:
+    now = datetime.now(timezone.utc)
+    return {"id": i, "similarity": sim, "bm25": bm25, "ann_rank": ann, "lex_rank": lex, "tier": tier,
+            "last_hit_at": now, "created_at": now, "feedback_factor": 1.0}
+
+
+def test_minmax_fusion_keeps_the_strong_lexical_match_on_top():
+    cands = [_cand("exact-words", 0.40, 9.0, 5, 1), _cand("vaguely-close", 0.55, 0.0, 1, None),
+             _cand("both-ok", 0.50, 4.0, 2, 2)]
+    settings = Settings.from_env({}, search_dense_weight=0.3)
+    ranked = [c["id"] for c in rank_candidates(cands, settings, 3)]
+    assert ranked[0] == "exact-words"
+    rrf = [c["id"] for c in rank_candidates(cands, Settings.from_env({}, search_fusion="rrf"), 3)]
+    assert rrf[0] == "both-ok"   # equal-weight ranks: the option the issue asks to keep
+
+
+def test_dense_weight_one_is_the_dense_arm_and_zero_the_lexical_arm():
+    cands = [_cand("a", 0.9, 1.0, 1, 2), _cand("b", 0.5, 5.0, 2, 1)]
+    assert fused_scores(cands, "minmax", 1.0) == [1.0, 0.0]
+    assert fused_scores(cands, "minmax", 0.0) == [pytest.approx(0.2), 1.0]
+
+
+def test_the_floor_drops_distant_rows_without_a_query_word_only():
+    cands = [_cand("far-but-worded", 0.05, 2.0, None, 1), _cand("far", 0.05, 0.0, 9, None),
+             _cand("near", 0.6, 0.0, 1, None)]
+    ids = {c["id"] for c in rank_candidates(cands, Settings.from_env({}), 10)}
+    assert ids == {"far-but-worded", "near"}
+
+
+def test_tier_boost_applies_after_fusion():
+    cands = [_cand("warm", 0.5, 3.0, 1, 1, "WARM"), _cand("hot", 0.5, 3.0, 2, 2, "HOT")]
+    assert rank_candidates(cands, Settings.from_env({}), 2)[0]["id"] == "hot"
+
+
+def test_lexical_plan_scores_every_word_but_pools_by_the_rarest():
+    settings = Settings.from_env({}, search_lexical_pool=100)
+    terms = [("the-common", 1, 900), ("rare", 1, 3), ("mid", 2, 60), ("unseen", 1, 0)]
+    plan = lexical_plan(terms, {"docs": 1000, "a": 8000, "b": 2000, "c": 4000}, settings)
+    assert plan["lexemes"] == ["the-common", "rare", "mid"]          # unseen words drop out
+    assert plan["essential"] == ["rare", "mid"]                      # 3 + 60 <= 100 < + 900
+    assert plan["qtf"] == [1, 1, 2]
+    assert plan["idf"][1] > plan["idf"][2] > plan["idf"][0] > 0
+    assert plan["avgdl"] == pytest.approx((8000 + 2000 + 0.5 * 4000) / 1000)
+    only_common = lexical_plan([("the-common", 1, 900)], {"docs": 1000}, settings)
+    assert only_common["essential"] == ["the-common"]                # first `pool` of its documents
+    assert lexical_plan([("unseen", 1, 0)], {"docs": 10}, settings) is None
+
+
+def test_idf_never_negative():
+    assert bm25_idf(10, 10) > 0 and bm25_idf(10, 1) > bm25_idf(10, 5)
+
+
+@pytest.mark.parametrize("env", [{"ULTRON_SEARCH_FUSION": "sum"}, {"ULTRON_SEARCH_DENSE_WEIGHT": "1.5"},
+                                 {"ULTRON_SEARCH_LEXICAL_POOL": "0"}, {"ULTRON_SEARCH_CONTEXT_WEIGHT": "-1"}])
+def test_bad_search_settings_are_refused(env):
+    with pytest.raises(SettingsError):
+        Settings.from_env(env)
+
+
+def test_search_settings_are_read_from_the_environment():
+    s = Settings.from_env({"ULTRON_SEARCH_FUSION": "RRF", "ULTRON_SEARCH_DENSE_WEIGHT": "0.6",
+                           "ULTRON_SEARCH_CONTEXT_WEIGHT": "0.25", "ULTRON_SEARCH_LEXICAL_POOL": "50"})
+    assert (s.search_fusion, s.search_dense_weight, s.search_context_weight, s.search_lexical_pool) == (
+        "rrf", 0.6, 0.25, 50)
