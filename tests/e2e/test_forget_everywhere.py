@@ -233,9 +233,10 @@ def test_forgetting_an_agent_leaves_no_trace_in_any_table_or_file(client, svc):
     assert len(published) == 1 and word in published[0]["slug"]  # the topic, hence the slug, is made of the word
     export = svc.export_sft_dataset()
     assert export.manifest["counts"]["exported"] == 10
-    # A memory of the other agent merged into one of this agent's: it must survive, rebuilt.
-    merged = Ultron(Settings.from_env(home=svc.settings.home, llm_provider="rules", dedup_similarity_threshold=0.3,
-                                      dedup_soft_threshold=0.3), db=svc.db)
+    # A memory of the other agent merged into one of this agent's (thresholds 0: dedup now compares the
+    # contents, and this test needs the merge, not the dedup rule): it must survive, rebuilt.
+    merged = Ultron(Settings.from_env(home=svc.settings.home, llm_provider="rules", dedup_similarity_threshold=0.0,
+                                      dedup_soft_threshold=0.0), db=svc.db)
     with svc.db.engine.connect() as conn:
         target = conn.execute(sa.text("SELECT id, content FROM memory_records WHERE content LIKE '%billing%'")).one()
     up = merged.memory.upload_memory(
