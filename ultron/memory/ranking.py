@@ -4,7 +4,9 @@ Pure logic; the SQL that gathers the candidates and their scores is
 ``ultron.db.memories.hybrid_candidates`` and the statistics come from
 ``ultron.db.memories.lexicon_terms``.
 
-Why these choices (measured on LoCoMo dev with ``benchmarks/retrieval.py``):
+Why these choices (an offline sweep over the LoCoMo dev turns, Postgres lexemes and MiniLM
+vectors, weights picked leave-one-conversation-out; ``benchmarks/retrieval.py --set ...``
+measures any of them end to end):
 
 * BM25 (k1 1.2, b 0.75) over Postgres ``english`` lexemes ranks turns far better than
   ``ts_rank`` (no idf, no length normalisation) and better than a plain-token BM25, because

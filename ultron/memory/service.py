@@ -24,15 +24,14 @@ from ultron.db import memories as store
 from ultron.db.memories import MemoryRecord
 from ultron.llm.errors import LLMError
 from ultron.llm.tokens import truncate_to_tokens
+from ultron.memory.ranking import lexical_plan, rank_candidates
 from ultron.settings import Settings
 from ultron.vocabulary import DETAIL_LEVELS, L0_TOKENS, L1_TOKENS
-
-from ultron.memory.ranking import TIER_BOOST, lexical_plan, rank_candidates
 
 log = logging.getLogger("ultron.memory")
 
 __all__ = ["EmbeddingProfileMismatch", "ForgetResult", "MemoryService", "Provenance", "SearchResult", "UploadResult",
-           "TIER_BOOST", "embedding_text", "rank_candidates"]
+           "embedding_text", "rank_candidates"]
 
 
 @dataclass
