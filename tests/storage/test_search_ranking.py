@@ -169,3 +169,10 @@ def test_hybrid_search_beats_plain_bm25_on_a_locomo_conversation(client):
         ref.append(retrieval.recall(evidence, {turns[i]["dia_id"].lower()
                                                for i in retrieval.top(bm25.scores(q["question"]), 10)}))
     assert sum(ours) / len(ours) >= sum(ref) / len(ref) + 0.03
+
+
+def test_queries_with_tsquery_syntax_and_quotes_are_plain_words(client):
+    client.upload_memory("Windows path C:\\Users\\o'brien\\app fails with 'access denied' | retry", "", "")
+    for query in ("o'brien's app", "C:\\Users\\o'brien", "access & denied | !retry", "'':* <-> (", "\\\\'"):
+        client.search_memories(query)   # never a tsquery syntax error
+    assert client.search_memories("o'brien access denied")
