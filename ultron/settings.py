@@ -149,7 +149,7 @@ class Settings:
     #: normalised scores) or rrf (reciprocal rank, both arms equal).
     search_fusion: str = "minmax"
     #: ULTRON_SEARCH_DENSE_WEIGHT: the dense arm's share of a minmax-fused score (lexical: the rest).
-    search_dense_weight: float = 0.3
+    search_dense_weight: float = 0.25
     #: ULTRON_SEARCH_CONTEXT_WEIGHT / ULTRON_SEARCH_RESOLUTION_WEIGHT: BM25F weight of a word of
     #: the memory's context / resolution, a word of its content weighing 1.
     search_context_weight: float = 0.5
@@ -157,6 +157,11 @@ class Settings:
     #: ULTRON_SEARCH_LEXICAL_POOL: at most this many memories are BM25-scored per query (rarest
     #: query words first), which bounds the lexical arm's cost whatever the store's size.
     search_lexical_pool: int = 200
+    #: ULTRON_SEARCH_BM25_K1 / ULTRON_SEARCH_BM25_B: BM25 term saturation and length
+    #: normalisation. Memories are short and their length says little about relevance, so
+    #: b is lower than the textbook 0.75 (chosen leave-one-conversation-out on LoCoMo dev).
+    search_bm25_k1: float = 0.9
+    search_bm25_b: float = 0.3
     #: ULTRON_HNSW_EF_SEARCH: HNSW candidate list size per query (recall vs speed).
     hnsw_ef_search: int = 100
     #: ULTRON_HOT_PERCENTILE / ULTRON_WARM_PERCENTILE / ULTRON_COLD_TTL_DAYS: tier rebalance.
@@ -234,6 +239,8 @@ class Settings:
             raise SettingsError(f"ULTRON_SEARCH_FUSION={self.search_fusion!r}: use minmax or rrf")
         if self.search_context_weight < 0 or self.search_resolution_weight < 0:
             raise SettingsError("ULTRON_SEARCH_CONTEXT_WEIGHT and ULTRON_SEARCH_RESOLUTION_WEIGHT must be >= 0")
+        if self.search_bm25_k1 <= 0 or not 0 <= self.search_bm25_b <= 1:
+            raise SettingsError("ULTRON_SEARCH_BM25_K1 must be > 0 and ULTRON_SEARCH_BM25_B within 0..1")
         if self.search_lexical_pool < 1:
             raise SettingsError("ULTRON_SEARCH_LEXICAL_POOL must be at least 1")
         if not 0 <= self.dedup_soft_threshold <= self.dedup_similarity_threshold <= 1:
@@ -297,6 +304,8 @@ class Settings:
             search_context_weight=_number(env, "ULTRON_SEARCH_CONTEXT_WEIGHT", float),
             search_resolution_weight=_number(env, "ULTRON_SEARCH_RESOLUTION_WEIGHT", float),
             search_lexical_pool=_number(env, "ULTRON_SEARCH_LEXICAL_POOL", int),
+            search_bm25_k1=_number(env, "ULTRON_SEARCH_BM25_K1", float),
+            search_bm25_b=_number(env, "ULTRON_SEARCH_BM25_B", float),
             hnsw_ef_search=_number(env, "ULTRON_HNSW_EF_SEARCH", int),
             hot_percentile=_number(env, "ULTRON_HOT_PERCENTILE", float),
             warm_percentile=_number(env, "ULTRON_WARM_PERCENTILE", float),

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from ultron.db import memories as store
-from ultron.memory.ranking import BM25_B, BM25_K1, bm25_idf, field_weights, lexical_plan
+from ultron.memory.ranking import bm25_idf, field_weights, lexical_plan
 
 LOCOMO = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo-dev" / "locomo-dev.json"
 
@@ -79,6 +79,7 @@ def _reference_bm25(client, docs: list[dict[str, str]], query: str) -> list[floa
                 tf[i][t] += weight[name] * n
         length.append(sum(weight[name] * sum(c.values()) for name, c in f.items()))
     avgdl = sum(length) / len(length)
+    k1, b = client.settings.search_bm25_k1, client.settings.search_bm25_b
     df = Counter(t for f in fields for t in set().union(*f.values()))
     out = []
     for i in range(len(docs)):
@@ -86,8 +87,7 @@ def _reference_bm25(client, docs: list[dict[str, str]], query: str) -> list[floa
         for t, n in q.items():
             x = tf[i][t]
             if x:
-                s += n * bm25_idf(len(docs), df[t]) * x * (BM25_K1 + 1) / (
-                    x + BM25_K1 * (1 - BM25_B + BM25_B * length[i] / avgdl))
+                s += n * bm25_idf(len(docs), df[t]) * x * (k1 + 1) / (x + k1 * (1 - b + b * length[i] / avgdl))
         out.append(s)
     return out
 
