@@ -27,7 +27,8 @@ def test_schema_is_migrated_with_pgvector(client):
     cols = {r for r in client.db.engine.connect().execute(sa.text(
         "SELECT column_name FROM information_schema.columns WHERE table_name = 'task_segments'")).scalars()}
     assert cols == {"id", "agent_id", "session_file", "segment_index", "start_line", "end_line", "fingerprint",
-                    "topic", "quality_metrics", "labeled", "memory_extracted", "created_at", "updated_at"}
+                    "topic", "quality_metrics", "labeled", "memory_extracted", "created_at", "updated_at",
+                    "claimed_by", "claim_expires_at"}
 
 
 def test_new_then_unchanged_is_a_no_op(client, tmp_path):
