@@ -248,24 +248,9 @@ _WEIGHTED_TF = ("(:wa * cardinality(array_positions(u.weights, 'A')) + :wb * car
 _WEIGHTED_LEN = "(:wa * d.len_content + :wb * d.len_resolution + :wc * d.len_context)"
 
 
-def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, lexical: dict[str, Any] | None, *, k: int,
-                      tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> list[dict[str, Any]]:
-    """Candidates of both arms with both scores: cosine similarity and BM25.
-
-    * dense: the HNSW top ``k`` (``ORDER BY embedding <=> q``);
-    * lexical: memories holding one of ``lexical["essential"]`` lexemes, found through the GIN
-      index (at most ``lexical["pool"]`` of them), scored with BM25F over every query lexeme
-      (``lexemes``, ``idf``, ``qtf``; field weights ``weights``; ``k1``, ``b``, ``avgdl``); its
-      top ``k`` by that score.
-
-    Every returned row carries ``similarity``, ``bm25`` (0 when it holds no query lexeme),
-    ``ann_rank`` and ``lex_rank`` (NULL outside that arm's top ``k``) and ``feedback_factor``
-    (``ultron.db.feedback.FEEDBACK_FACTOR_SQL``). Fusion happens in Python over at most 2k
-    rows, so the work does not grow with the store; the scoring work is bounded by the pool.
-    ``lexical`` None: dense arm only.
-    """
+def _filters(tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> tuple[str, dict[str, Any]]:
     where = ["status = 'active'"]
-    params: dict[str, Any] = {"q": vec(embedding), "k": k}
+    params: dict[str, Any] = {}
     if tier:
         where.append("tier = :tier")
         params["tier"] = tier.upper()
@@ -275,58 +260,101 @@ def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, lexical: dict[
     if agent_id:
         where.append("agent_id = :agent")
         params["agent"] = agent_id
-    cond = " AND ".join(where)
-    ann = f"""
-        SELECT id, row_number() OVER (ORDER BY dist) AS ann_rank
-        FROM (SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records WHERE {cond}
-              ORDER BY dist LIMIT :k) a"""
+    return " AND ".join(where), params
+
+
+def lexical_candidates(conn: sa.Connection, lexical: dict[str, Any] | None, *, k: int, tier: str | None,
+                       tags: Sequence[str] | None, agent_id: str | None) -> dict[str, tuple[float, int]]:
+    """The lexical arm: id -> (BM25, rank) of its top ``k``.
+
+    Memories holding one of ``lexical["essential"]`` lexemes are found through the GIN index
+    (at most ``lexical["pool"]`` of them) and scored with BM25F over every query lexeme
+    (``lexemes``, ``idf``, ``qtf``; field weights ``weights``; ``k1``, ``b``, ``avgdl``), so the
+    work is bounded by the pool whatever the store's size. It needs no query vector, which is
+    why it is its own statement: the search runs it while the query is being embedded.
+    ``lexical`` None (no query word in any memory): empty."""
     if lexical is None:
-        sql = f"""
-            WITH ann AS ({ann})
-            SELECT {_M_RECORD_COLS}, ann.ann_rank, NULL::bigint AS lex_rank, 0.0::float8 AS bm25,
-                   1 - (m.embedding <=> CAST(:q AS vector)) AS similarity,
-                   {FEEDBACK_FACTOR_SQL}::float8 AS feedback_factor
-            FROM ann JOIN memory_records m ON m.id = ann.id"""
-        return [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
+        return {}
+    cond, params = _filters(tier, tags, agent_id)
     weights = lexical["weights"]
-    params.update(tsq=_or_query(lexical["essential"]), pool=int(lexical["pool"]), lex=list(lexical["lexemes"]),
+    params.update(k=k, tsq=_or_query(lexical["essential"]), pool=int(lexical["pool"]), lex=list(lexical["lexemes"]),
                   idf=[float(x) for x in lexical["idf"]], qtf=[float(x) for x in lexical["qtf"]],
                   k1=float(lexical["k1"]), b=float(lexical["b"]), avgdl=max(float(lexical["avgdl"]), 1e-9),
                   wa=float(weights["A"]), wb=float(weights["B"]), wc=float(weights["C"]))
     sql = f"""
-        WITH ann AS ({ann}),
-        pool AS (
-            SELECT id FROM memory_records WHERE {cond} AND search_tsv @@ CAST(:tsq AS tsquery) LIMIT :pool
-        ),
-        cand AS (SELECT id FROM ann UNION SELECT id FROM pool),
-        terms AS (
+        WITH terms AS (
             SELECT * FROM unnest(CAST(:lex AS text[]), CAST(:idf AS float8[]), CAST(:qtf AS float8[]))
                 AS t(lexeme, idf, qtf)
         ),
-        scored AS (
-            SELECT c.id, sum(t.idf * t.qtf * x.tf * (:k1 + 1)
-                             / (x.tf + :k1 * (1 - :b + :b * {_WEIGHTED_LEN} / :avgdl))) AS bm25
-            FROM cand c JOIN memory_records d ON d.id = c.id
-            CROSS JOIN LATERAL (SELECT u.lexeme, {_WEIGHTED_TF}::float8 AS tf FROM unnest(d.search_tsv) u
-                                WHERE u.lexeme = ANY(CAST(:lex AS text[]))) x
-            JOIN terms t ON t.lexeme = x.lexeme
-            WHERE x.tf > 0
-            GROUP BY c.id
-        ),
-        lex AS (
-            SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, id) AS lex_rank
-            FROM scored WHERE bm25 > 0 ORDER BY bm25 DESC, id LIMIT :k
+        pool AS (
+            SELECT id, search_tsv, len_content, len_resolution, len_context FROM memory_records
+            WHERE {cond} AND search_tsv @@ CAST(:tsq AS tsquery) LIMIT :pool
         )
-        SELECT {_M_RECORD_COLS}, ann.ann_rank, lex.lex_rank, coalesce(sc.bm25, 0)::float8 AS bm25,
-               1 - (m.embedding <=> CAST(:q AS vector)) AS similarity,
-               {FEEDBACK_FACTOR_SQL}::float8 AS feedback_factor
-        FROM (SELECT id FROM ann UNION SELECT id FROM lex) c
-        JOIN memory_records m ON m.id = c.id
-        LEFT JOIN scored sc ON sc.id = c.id
-        LEFT JOIN ann ON ann.id = c.id
-        LEFT JOIN lex ON lex.id = c.id
+        SELECT d.id, sum(t.idf * t.qtf * x.tf * (:k1 + 1)
+                         / (x.tf + :k1 * (1 - :b + :b * {_WEIGHTED_LEN} / :avgdl))) AS bm25
+        FROM pool d
+        CROSS JOIN LATERAL (SELECT u.lexeme, {_WEIGHTED_TF}::float8 AS tf FROM unnest(d.search_tsv) u
+                            WHERE u.lexeme = ANY(CAST(:lex AS text[]))) x
+        JOIN terms t ON t.lexeme = x.lexeme
+        WHERE x.tf > 0
+        GROUP BY d.id
+        ORDER BY bm25 DESC, d.id
+        LIMIT :k
     """
-    return [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
+    rows = conn.execute(sa.text(sql), params).all()
+    return {r.id: (float(r.bm25), rank) for rank, r in enumerate(rows, 1) if r.bm25 > 0}
+
+
+#: what ranking needs of a candidate; the full record is read with the hit count (take_hits)
+_CANDIDATE_COLS = "m.id, m.tier, m.last_hit_at, m.created_at"
+
+
+def dense_candidates(conn: sa.Connection, embedding: np.ndarray, lexical: dict[str, tuple[float, int]], *, k: int,
+                     tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> list[dict[str, Any]]:
+    """The dense arm's HNSW top ``k`` (``ORDER BY embedding <=> q``) joined with the lexical
+    arm's hits: one row per candidate of either arm with ``similarity`` (cosine), ``bm25`` (0
+    when it holds no query word), ``ann_rank`` and ``lex_rank`` (None outside that arm's top
+    ``k``) and ``feedback_factor`` (``ultron.db.feedback.FEEDBACK_FACTOR_SQL``). Fusion happens
+    in Python over at most 2k rows, so its work does not grow with the store."""
+    cond, params = _filters(tier, tags, agent_id)
+    params.update(q=vec(embedding), k=k, lex_ids=list(lexical))
+    sql = f"""
+        WITH ann AS (
+            SELECT id, row_number() OVER (ORDER BY dist) AS ann_rank
+            FROM (SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records WHERE {cond}
+                  ORDER BY dist LIMIT :k) a
+        ),
+        cand AS (SELECT id FROM ann UNION SELECT unnest(CAST(:lex_ids AS text[])))
+        SELECT {_CANDIDATE_COLS}, ann.ann_rank, 1 - (m.embedding <=> CAST(:q AS vector)) AS similarity,
+               {FEEDBACK_FACTOR_SQL}::float8 AS feedback_factor
+        FROM cand c JOIN memory_records m ON m.id = c.id
+        LEFT JOIN ann ON ann.id = c.id
+    """
+    out = []
+    for r in conn.execute(sa.text(sql), params):
+        row = dict(r._mapping)
+        bm25, lex_rank = lexical.get(row["id"], (0.0, None))
+        row.update(bm25=bm25, lex_rank=lex_rank)
+        out.append(row)
+    return out
+
+
+def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, lexical: dict[str, Any] | None, *, k: int,
+                      tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> list[dict[str, Any]]:
+    """Both arms on one connection, one after the other (``dense_candidates`` has the rows)."""
+    hits = lexical_candidates(conn, lexical, k=k, tier=tier, tags=tags, agent_id=agent_id)
+    return dense_candidates(conn, embedding, hits, k=k, tier=tier, tags=tags, agent_id=agent_id)
+
+
+def take_hits(conn: sa.Connection, ids: Sequence[str], amount: int = 1) -> dict[str, MemoryRecord]:
+    """Count a hit on each returned memory and read it back, in one statement (the records as
+    they are after the hit)."""
+    if not ids:
+        return {}
+    rows = conn.execute(sa.text(
+        f"UPDATE memory_records SET hit_count = hit_count + :n, last_hit_at = now() WHERE id = ANY(:ids) "
+        f"RETURNING {RECORD_COLS}"), {"n": amount, "ids": list(ids)})
+    return {r.id: _record(r) for r in rows}
 
 
 def _or_query(lexemes: Sequence[str]) -> str:

@@ -9,7 +9,9 @@ of the same memory end as one row and one contribution, never two rows.
 from __future__ import annotations
 
 import logging
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -32,6 +34,20 @@ log = logging.getLogger("ultron.memory")
 
 __all__ = ["EmbeddingProfileMismatch", "ForgetResult", "MemoryService", "Provenance", "SearchResult", "UploadResult",
            "embedding_text", "rank_candidates"]
+
+
+_LEXICAL_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _lexical_pool() -> ThreadPoolExecutor:
+    """The threads that run the lexical arm of searches beside the query embedding, one pool
+    per process: a pool inherited through fork (Celery, multiprocess executors) has no
+    threads behind it and would never run anything."""
+    pid = os.getpid()
+    pool = _LEXICAL_POOLS.get(pid)
+    if pool is None:
+        pool = _LEXICAL_POOLS.setdefault(pid, ThreadPoolExecutor(max_workers=8, thread_name_prefix="ultron-lexical"))
+    return pool
 
 
 @dataclass
@@ -205,23 +221,29 @@ class MemoryService:
         if not query or not query.strip() or limit <= 0:
             return []
         self.check_embedding_profile()
-        q = QUERIES.embed(self.embedder, query)
         k = max(limit * 4, 40)
+        filters = {"tier": tier, "tags": tags, "agent_id": agent_id}
+        # The lexical arm needs no vector: it runs on its own connection while the query is
+        # embedded (MiniLM holds the GIL only briefly), so a search costs about the longer
+        # of the two, not their sum.
+        lexical = _lexical_pool().submit(self._lexical_arm, query, k, filters)
+        try:
+            q = QUERIES.embed(self.embedder, query)
+        finally:
+            hits = lexical.result()
         with self.db.engine.begin() as conn:
             store.set_ef_search(conn, max(self.settings.hnsw_ef_search, k))
             store.relax_durability(conn)  # hit counts are soft state
-            terms, corpus = store.lexicon_terms(conn, query)
-            candidates = store.hybrid_candidates(conn, q, lexical_plan(terms, corpus, self.settings), k=k,
-                                                 tier=tier, tags=tags, agent_id=agent_id)
+            candidates = store.dense_candidates(conn, q, hits, k=k, **filters)
             ranked = rank_candidates(candidates, self.settings, limit)
-            store.add_hits(conn, [c["id"] for c in ranked], 1)
-        out = []
-        for c in ranked:
-            fields = {f: c[f] for f in store.RECORD_FIELDS}
-            rec = MemoryRecord(**fields)
-            rec.hit_count += 1
-            out.append(SearchResult(rec, float(c["similarity"]), c["score"], c["matched"]))
-        return out
+            records = store.take_hits(conn, [c["id"] for c in ranked], 1)
+        return [SearchResult(records[c["id"]], float(c["similarity"]), c["score"], c["matched"])
+                for c in ranked if c["id"] in records]
+
+    def _lexical_arm(self, query: str, k: int, filters: dict[str, Any]) -> dict[str, tuple[float, int]]:
+        with self.db.engine.connect() as conn:
+            terms, corpus = store.lexicon_terms(conn, query)
+            return store.lexical_candidates(conn, lexical_plan(terms, corpus, self.settings), k=k, **filters)
 
     def get_memory_details(self, ids: Sequence[str]) -> list[MemoryRecord]:
         """Full records; an explicit fetch is the strongest adoption signal (+2 hits)."""
