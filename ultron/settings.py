@@ -192,6 +192,10 @@ class Settings:
     cluster_similarity_threshold: float = 0.75
     #: ULTRON_CLUSTER_MIN_SIZE: HDBSCAN's min_cluster_size (smallest group worth a cluster).
     cluster_min_size: int = 3
+    #: ULTRON_CLAIM_LEASE_SECONDS: how long a worker's claim on a pending session or segment
+    #: (and its lease on clustering or skill evolution) lasts. Other workers skip claimed work
+    #: until then; a crashed worker's claims expire after it and are taken over.
+    claim_lease_seconds: float = 900.0
     #: ULTRON_CRYSTALLIZATION_THRESHOLD / ULTRON_RECRYSTALLIZATION_DELTA: members needed to
     #: crystallise a skill, and new members needed to crystallise it again.
     crystallization_threshold: int = 5
@@ -224,6 +228,8 @@ class Settings:
                                 "ULTRON_RECRYSTALLIZATION_DELTA at least 1")
         if not 0 <= self.sft_validation_fraction < 1:
             raise SettingsError("ULTRON_SFT_VALIDATION_FRACTION must be in [0, 1)")
+        if self.claim_lease_seconds <= 0:
+            raise SettingsError("ULTRON_CLAIM_LEASE_SECONDS must be positive")
         if self.decay_interval_hours <= 0:
             raise SettingsError("ULTRON_DECAY_INTERVAL_HOURS must be positive")
         if self.max_line_bytes < 1024:
@@ -322,6 +328,7 @@ class Settings:
             dagster_port=_number(env, "ULTRON_DAGSTER_PORT", int),
             cluster_similarity_threshold=_number(env, "ULTRON_CLUSTER_SIMILARITY_THRESHOLD", float),
             cluster_min_size=_number(env, "ULTRON_CLUSTER_MIN_SIZE", int),
+            claim_lease_seconds=_number(env, "ULTRON_CLAIM_LEASE_SECONDS", float),
             crystallization_threshold=_number(env, "ULTRON_CRYSTALLIZATION_THRESHOLD", int),
             recrystallization_delta=_number(env, "ULTRON_RECRYSTALLIZATION_DELTA", int),
             sft_validation_fraction=_number(env, "ULTRON_SFT_VALIDATION_FRACTION", float),

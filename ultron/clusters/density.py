@@ -25,6 +25,7 @@ the threshold that admits an upload to a cluster between runs, if there are enou
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 
 import numpy as np
@@ -76,8 +77,30 @@ def cluster_labels(vectors: np.ndarray, min_cluster_size: int, min_samples: int 
 
     Handles the edge cases a real store has: fewer rows than a cluster needs (all
     noise), all rows identical (one cluster), and a store about one topic (one cluster
-    of the rows within ``single_topic_cosine`` of its centre, see the module docstring)."""
+    of the rows within ``single_topic_cosine`` of its centre, see the module docstring).
+
+    The result does not depend on the row order: HDBSCAN's does (ties in its spanning
+    tree, label numbering), so the rows are clustered in a canonical order of their own
+    values and the labels mapped back."""
     x = normalise(vectors)
+    order = canonical_order(x)
+    labels = np.empty(len(x), dtype=np.int64)
+    labels[order] = _cluster_sorted(x[order], min_cluster_size, min_samples, single_topic_cosine, exact_max,
+                                    pca_dims)
+    return labels
+
+
+def canonical_order(x: np.ndarray) -> np.ndarray:
+    """Row indices sorted by the rows' values (a hash of their bytes, then the bytes): the
+    same set of vectors gets the same order whatever order it came in. Equal rows are
+    interchangeable, so their relative order does not matter."""
+    rows = np.ascontiguousarray(x)
+    keys = [(hashlib.blake2b(r.tobytes(), digest_size=8).digest(), r.tobytes()) for r in rows]
+    return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
+
+
+def _cluster_sorted(x: np.ndarray, min_cluster_size: int, min_samples: int | None, single_topic_cosine: float,
+                    exact_max: int, pca_dims: int) -> np.ndarray:
     n = len(x)
     min_cluster_size = max(2, int(min_cluster_size))
     if n < min_cluster_size:

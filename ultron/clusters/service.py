@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ultron.claims import lease
 from ultron.clusters import density
 from ultron.context import ServiceContext
 from ultron.heuristics import topics
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
 log = logging.getLogger("ultron.clusters")
+#: The work_leases name of a batch run.
+LEASE = "clustering"
 
 
 @dataclass
@@ -53,6 +56,8 @@ class ClusteringReport:
     pipeline: str = ""
     seconds: float = 0.0
     sizes: list[dict[str, Any]] = field(default_factory=list)
+    #: "held by <worker>" when another worker's run held the clustering lease, so this one did nothing.
+    skipped_run: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,15 +96,21 @@ class ClusterService:
     def run_clustering(self) -> ClusteringReport:
         """Re-cluster every active memory; keep ids by member overlap; label what changed."""
         start = time.perf_counter()
-        with self.db.engine.connect() as holder:
-            # one batch at a time; the lock is on this connection's session
-            store.lock_run(holder)
-            holder.commit()
-            try:
-                report = self._run()
-            finally:
-                store.unlock_run(holder)
+        # A second worker arriving mid-run skips instead of waiting and redoing it (and its LLM
+        # topic calls); an expired lease (a crashed run) is taken over.
+        with lease(self.db.engine, LEASE, self.settings.claim_lease_seconds) as (_me, other):
+            if other is not None:
+                log.info("clustering skipped: held by %s", other)
+                return ClusteringReport(skipped_run=f"held by {other}")
+            with self.db.engine.connect() as holder:
+                # forget takes this lock too: it waits for a run and a run waits for it
+                store.lock_run(holder)
                 holder.commit()
+                try:
+                    report = self._run()
+                finally:
+                    store.unlock_run(holder)
+                    holder.commit()
         report.seconds = round(time.perf_counter() - start, 3)
         log.info("clustering: %d clusters (%d new, %d kept, %d merged, %d dissolved), %d noise, %.1f s",
                  report.clusters, report.new, report.kept, report.merged, report.dissolved, report.noise,

@@ -36,10 +36,14 @@ SIZE_BUCKETS = ((1, 2), (3, 4), (5, 9), (10, 19), (20, 49), (50, 99), (100, None
 
 
 def active_embeddings(conn: sa.Connection, dim: int) -> tuple[list[str], np.ndarray, list[str | None]]:
-    """(ids, vectors, current cluster ids) of every active memory, in id order."""
+    """(ids, vectors, current cluster ids) of every active memory, in content order.
+
+    Ids are random uuids, and HDBSCAN's partition depends on row order: ordering by the
+    content (then creation time, then id) makes the same memories cluster the same way
+    in any store, whatever order they were inserted in."""
     rows = conn.execute(sa.text(
         "SELECT id, cluster_id, embedding::text AS e FROM memory_records WHERE status = 'active' "
-        "AND embedding IS NOT NULL ORDER BY id")).all()
+        "AND embedding IS NOT NULL ORDER BY md5(content), created_at, id")).all()
     return [r.id for r in rows], parse_vectors([r.e for r in rows], dim), [r.cluster_id for r in rows]
 
 

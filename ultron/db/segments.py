@@ -140,13 +140,15 @@ def move_segment(conn: sa.Connection, segment_id: str, segment_index: int, start
 
 
 def mark_segmented(conn: sa.Connection, record_id: str) -> None:
-    conn.execute(sa.text("UPDATE trajectory_records SET segmented = 1, updated_at = now() WHERE id = :id"),
-                 {"id": record_id})
+    # Done clears the claim (ultron.db.claims) in the same statement.
+    conn.execute(sa.text("UPDATE trajectory_records SET segmented = 1, claimed_by = NULL, claim_expires_at = NULL, "
+                         "updated_at = now() WHERE id = :id"), {"id": record_id})
 
 
 def save_label(conn: sa.Connection, segment_id: str, metrics: dict[str, Any]) -> None:
     conn.execute(sa.text(
-        "UPDATE task_segments SET quality_metrics = :q, labeled = 1, updated_at = now() WHERE id = :id"),
+        "UPDATE task_segments SET quality_metrics = :q, labeled = 1, claimed_by = NULL, claim_expires_at = NULL, "
+        "updated_at = now() WHERE id = :id"),
         {"id": segment_id, "q": json.dumps(metrics)})
 
 
@@ -210,5 +212,5 @@ def claim_for_extraction(conn: sa.Connection, segment_id: str) -> bool:
 
 
 def mark_extracted(conn: sa.Connection, segment_id: str) -> None:
-    conn.execute(sa.text("UPDATE task_segments SET memory_extracted = 1, updated_at = now() WHERE id = :id"),
-                 {"id": segment_id})
+    conn.execute(sa.text("UPDATE task_segments SET memory_extracted = 1, claimed_by = NULL, claim_expires_at = NULL, "
+                         "updated_at = now() WHERE id = :id"), {"id": segment_id})

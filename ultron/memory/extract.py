@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ultron.claims import claimed_items, worker_id
+from ultron.db import claims as claim_store
 from ultron.db import segments as segment_store
 from ultron.llm.errors import LLMError
 from ultron.memory import selection
@@ -34,13 +36,21 @@ def extract_from_segments(memory: MemoryService, batch_size: int = 50, *, partit
     The query keeps segments whose overall_score is at or above
     ULTRON_TRAJECTORY_MEMORY_SCORE_THRESHOLD, or that teach a lesson in the user's words
     (:mod:`ultron.memory.selection`, which also picks the candidates kept)."""
-    with memory.db.engine.connect() as conn:
-        segs = segment_store.extractable_segments(conn, batch_size, memory.settings.trajectory_memory_score_threshold,
-                                                  partition_key)
+    me, lease = worker_id(), memory.settings.claim_lease_seconds
+    floor = memory.settings.trajectory_memory_score_threshold
+    segs = claimed_items(
+        memory.db.engine,
+        lambda conn, n, tried: claim_store.claim_extractable(conn, me, lease, n, floor, partition_key, tried),
+        lambda seg: seg.id, lambda conn, seg: claim_store.release_segment(conn, seg.id, me), batch_size)
     out = []
     for seg in segs:
         result = SegmentExtraction(seg.id, seg.partition_key, "skipped")
-        _extract_segment(memory, seg, result)
+        try:
+            _extract_segment(memory, seg, result)
+        finally:
+            if result.status != "extracted":  # pending again for the next run
+                with memory.db.engine.begin() as conn:
+                    claim_store.release_segment(conn, seg.id, me)
         out.append(result)
     return out
 

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ultron.claims import lease, renew
 from ultron.embeddings.query_cache import QUERIES
 from ultron.context import ServiceContext
 from ultron.db import feedback as feedback_store
@@ -33,6 +34,8 @@ from ultron.skills.render import SkillHeader, meta_json, render_meta, render_ski
 from ultron.skills.versioning import FIRST_VERSION, latest, next_minor, slug_candidates, slugify
 
 log = logging.getLogger("ultron.skills")
+#: The work_leases name of an evolution run.
+LEASE = "skill_evolution"
 
 
 @dataclass
@@ -49,12 +52,15 @@ class EvolutionReport:
     llm_calls: int = 0
     seconds: float = 0.0
     exported: dict[str, Any] | None = None      # the ULTRON_SKILLS_EXPORT_DIR sync, when set
+    #: "held by <worker>" when another worker's run held the evolution lease, so this one did nothing.
+    skipped_run: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"ready": self.ready, "published": list(self.published), "failed": list(self.failed),
                 "not_better": list(self.not_better), "skipped": list(self.skipped),
                 "superseded": list(self.superseded), "llm_fallbacks": self.llm_fallbacks,
-                "llm_calls": self.llm_calls, "seconds": round(self.seconds, 3), "exported": self.exported}
+                "llm_calls": self.llm_calls, "seconds": round(self.seconds, 3), "exported": self.exported,
+                "skipped_run": self.skipped_run}
 
 
 @dataclass(frozen=True)
@@ -80,19 +86,29 @@ class SkillService:
         started = time.perf_counter()
         provider = self.ctx.provider
         usage_before = provider.usage.snapshot() if getattr(provider, "usage", None) is not None else None
-        with self.db.engine.connect() as lock_conn:
-            store.lock_evolution(lock_conn)
-            lock_conn.commit()
-            try:
-                with self.db.engine.connect() as conn:
-                    ready = store.ready_clusters(conn, self.settings.crystallization_threshold,
-                                                 self.settings.recrystallization_delta)
-                report.ready = len(ready)
-                for cluster in ready:
-                    self._evolve(cluster, report)
-            finally:
-                store.unlock_evolution(lock_conn)
+        lease_s = self.settings.claim_lease_seconds
+        # A second worker arriving mid-run skips instead of waiting and then paying for the same
+        # LLM calls; an expired lease (a crashed run) is taken over.
+        with lease(self.db.engine, LEASE, lease_s) as (me, other):
+            if other is not None:
+                log.info("skill evolution skipped: held by %s", other)
+                report.skipped_run = f"held by {other}"
+                return report
+            with self.db.engine.connect() as lock_conn:
+                # forget takes this lock too: it waits for a run and a run waits for it
+                store.lock_evolution(lock_conn)
                 lock_conn.commit()
+                try:
+                    with self.db.engine.connect() as conn:
+                        ready = store.ready_clusters(conn, self.settings.crystallization_threshold,
+                                                     self.settings.recrystallization_delta)
+                    report.ready = len(ready)
+                    for cluster in ready:
+                        self._evolve(cluster, report)
+                        renew(self.db.engine, LEASE, me, lease_s)  # many clusters may outlast one lease
+                finally:
+                    store.unlock_evolution(lock_conn)
+                    lock_conn.commit()
         if usage_before is not None:
             report.llm_calls = provider.usage.since(usage_before).calls
         # Agents loading the exported tree see the new versions (and no superseded ones) now.

@@ -13,7 +13,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from ultron.claims import claimed_items, worker_id
 from ultron.context import ServiceContext
+from ultron.db import claims as claim_store
 from ultron.db import segments as store
 from ultron.db import sessions as session_store
 from ultron.heuristics.extract import lesson_signals
@@ -83,9 +85,24 @@ class TrajectoryService:
 
     def segment_pending_sessions(self, batch_size: int = 50, *, partition_key: str | None = None
                                  ) -> list[SessionSegmentation]:
-        with self.db.engine.connect() as conn:
-            pending = store.pending_sessions(conn, batch_size, partition_key)
-        return [self.segment_session(p) for p in pending]
+        """Segment up to ``batch_size`` pending sessions this worker claims; sessions other
+        live workers hold are theirs (``ultron.claims``), a failed one is given back."""
+        me, lease = worker_id(), self.settings.claim_lease_seconds
+        sessions = claimed_items(
+            self.db.engine,
+            lambda conn, n, tried: claim_store.claim_sessions(conn, me, lease, n, partition_key, tried),
+            lambda p: p.record_id, lambda conn, p: claim_store.release_session(conn, p.record_id, me), batch_size)
+        out = []
+        for session in sessions:
+            result = None
+            try:
+                result = self.segment_session(session)
+            finally:
+                if result is None or result.status != "segmented":  # pending again for the next run
+                    with self.db.engine.begin() as conn:
+                        claim_store.release_session(conn, session.record_id, me)
+            out.append(result)
+        return out
 
     def segment_session(self, session: store.PendingSession) -> SessionSegmentation:
         result = SessionSegmentation(session.partition_key, session.agent_id, session.session_file, "pending")
@@ -134,15 +151,29 @@ class TrajectoryService:
     # -- labelling ----------------------------------------------------------------------
 
     def label_pending_segments(self, batch_size: int = 50, *, partition_key: str | None = None) -> list[SegmentLabel]:
-        with self.db.engine.connect() as conn:
-            if partition_key is not None:
-                session = store.session_by_partition(conn, partition_key)
-                if session is None:
-                    return []
-                segs = store.unlabeled_segments(conn, batch_size, session.agent_id, session.session_file)
-            else:
-                segs = store.unlabeled_segments(conn, batch_size)
-        return [self.label_segment(seg) for seg in segs]
+        """Label up to ``batch_size`` unlabeled segments this worker claims (see segment_pending_sessions)."""
+        agent_id = session_file = None
+        if partition_key is not None:
+            session = self.session_for_partition(partition_key)
+            if session is None:
+                return []
+            agent_id, session_file = session.agent_id, session.session_file
+        me, lease = worker_id(), self.settings.claim_lease_seconds
+        segs = claimed_items(
+            self.db.engine,
+            lambda conn, n, tried: claim_store.claim_unlabeled(conn, me, lease, n, agent_id, session_file, tried),
+            lambda seg: seg.id, lambda conn, seg: claim_store.release_segment(conn, seg.id, me), batch_size)
+        out = []
+        for seg in segs:
+            label = None
+            try:
+                label = self.label_segment(seg)
+            finally:
+                if label is None or label.status != "labeled":
+                    with self.db.engine.begin() as conn:
+                        claim_store.release_segment(conn, seg.id, me)
+            out.append(label)
+        return out
 
     def label_segment(self, seg: store.SegmentRow) -> SegmentLabel:
         out = SegmentLabel(seg.id, seg.agent_id, seg.session_file, seg.start_line, seg.end_line, "pending",

@@ -1,0 +1,134 @@
+"""SQL for claims on pending work (migration 0007), so N workers share it without overlap.
+
+An item (a session to segment, a segment to label or extract) is taken by writing the
+worker's id and an expiry into ``claimed_by`` / ``claim_expires_at``. The rows are picked
+with ``FOR UPDATE SKIP LOCKED``: two workers claiming at the same instant get disjoint
+rows instead of waiting for each other and then both taking the same ones. A claim is
+cleared when the item is marked done (``ultron.db.segments``) or released on failure, and
+an expired one (a crashed worker) is free to take.
+
+Store-wide steps (clustering, skill evolution) hold a named lease in ``work_leases``
+instead: a second worker sees who holds it and skips the step rather than waiting and
+then redoing it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import sqlalchemy as sa
+
+from ultron.db.segments import _JOINED_SEG_COLS, PendingSession, SegmentRow
+
+#: A row is free when nobody claimed it or its claim expired.
+_FREE = "({t}.claimed_by IS NULL OR {t}.claim_expires_at < now())"
+_CLAIM = "claimed_by = :me, claim_expires_at = now() + make_interval(secs => :lease)"
+
+
+def claim_sessions(conn: sa.Connection, worker: str, lease_seconds: float, limit: int,
+                   partition_key: str | None = None, exclude: Sequence[str] = ()) -> list[PendingSession]:
+    """Claim up to ``limit`` sessions pending segmentation (``exclude``: ids this run already tried)."""
+    where = "segmented = 0 AND " + _FREE.format(t="r") + " AND NOT (r.id = ANY(:skip))"
+    params: dict[str, Any] = {"me": worker, "lease": float(lease_seconds), "limit": limit, "skip": list(exclude)}
+    if partition_key is not None:
+        where += " AND r.partition_key = :k"
+        params["k"] = partition_key
+    rows = conn.execute(sa.text(
+        f"""
+        UPDATE trajectory_records SET {_CLAIM}
+        WHERE id IN (SELECT r.id FROM trajectory_records r WHERE {where}
+                     ORDER BY r.updated_at, r.id LIMIT :limit FOR UPDATE SKIP LOCKED)
+        RETURNING id AS record_id, agent_id, session_file, partition_key, content_hash, updated_at
+        """), params).all()
+    rows.sort(key=lambda r: (r.updated_at, r.record_id))
+    return [PendingSession(r.record_id, r.agent_id, r.session_file, r.partition_key, r.content_hash) for r in rows]
+
+
+def _claim_segments(conn: sa.Connection, worker: str, lease_seconds: float, limit: int, where: str,
+                    params: dict[str, Any], exclude: Sequence[str]) -> list[SegmentRow]:
+    params = {**params, "me": worker, "lease": float(lease_seconds), "limit": limit, "skip": list(exclude)}
+    # The join only filters (a session pending re-segmentation may hold new messages under
+    # old line ranges); the lock is taken on the segment rows alone.
+    ids = conn.execute(sa.text(
+        f"""
+        UPDATE task_segments SET {_CLAIM}
+        WHERE id IN (SELECT s.id FROM task_segments s
+                     JOIN trajectory_records r ON r.agent_id = s.agent_id AND r.session_file = s.session_file
+                     WHERE r.segmented = 1 AND {_FREE.format(t="s")} AND NOT (s.id = ANY(:skip)) AND {where}
+                     ORDER BY s.created_at, s.id LIMIT :limit FOR UPDATE OF s SKIP LOCKED)
+        RETURNING id
+        """), params).scalars().all()
+    if not ids:
+        return []
+    rows = conn.execute(sa.text(
+        f"SELECT {_JOINED_SEG_COLS} FROM task_segments s "
+        "JOIN trajectory_records r ON r.agent_id = s.agent_id AND r.session_file = s.session_file "
+        "WHERE s.id = ANY(:ids) ORDER BY s.created_at, s.id"), {"ids": list(ids)})
+    return [SegmentRow(**r._mapping) for r in rows]
+
+
+def claim_unlabeled(conn: sa.Connection, worker: str, lease_seconds: float, limit: int,
+                    agent_id: str | None = None, session_file: str | None = None,
+                    exclude: Sequence[str] = ()) -> list[SegmentRow]:
+    """Claim up to ``limit`` segments to label (of one session file when given)."""
+    where, params = "s.labeled = 0", {}
+    if agent_id is not None:
+        where += " AND s.agent_id = :a AND s.session_file = :f"
+        params = {"a": agent_id, "f": session_file}
+    return _claim_segments(conn, worker, lease_seconds, limit, where, params, exclude)
+
+
+def claim_extractable(conn: sa.Connection, worker: str, lease_seconds: float, limit: int, min_score: float,
+                      partition_key: str | None = None, exclude: Sequence[str] = ()) -> list[SegmentRow]:
+    """Claim up to ``limit`` segments to extract; the filter is ``segments.extractable_segments``'s."""
+    where = ("s.labeled = 1 AND s.memory_extracted = 0 "
+             "AND ((CAST(s.quality_metrics AS jsonb) -> 'summary' ->> 'overall_score')::float >= :min "
+             "OR (CAST(s.quality_metrics AS jsonb) -> 'summary' ->> 'teaches_lesson') = 'true')")
+    params: dict[str, Any] = {"min": min_score}
+    if partition_key is not None:
+        where += " AND r.partition_key = :k"
+        params["k"] = partition_key
+    return _claim_segments(conn, worker, lease_seconds, limit, where, params, exclude)
+
+
+def release_session(conn: sa.Connection, record_id: str, worker: str) -> None:
+    """Give a session back (it stays pending for the next run); only our own claim."""
+    conn.execute(sa.text(
+        "UPDATE trajectory_records SET claimed_by = NULL, claim_expires_at = NULL "
+        "WHERE id = :id AND claimed_by = :me"), {"id": record_id, "me": worker})
+
+
+def release_segment(conn: sa.Connection, segment_id: str, worker: str) -> None:
+    conn.execute(sa.text(
+        "UPDATE task_segments SET claimed_by = NULL, claim_expires_at = NULL "
+        "WHERE id = :id AND claimed_by = :me"), {"id": segment_id, "me": worker})
+
+
+# -- store-wide leases -------------------------------------------------------------------
+
+
+def acquire_lease(conn: sa.Connection, name: str, holder: str, lease_seconds: float) -> str | None:
+    """Take the lease ``name`` if free or expired. None = taken; else the live holder's id."""
+    taken = conn.execute(sa.text(
+        """
+        INSERT INTO work_leases (name, holder, expires_at) VALUES (:n, :h, now() + make_interval(secs => :s))
+        ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
+                                         acquired_at = now()
+        WHERE work_leases.expires_at < now()
+        RETURNING holder
+        """), {"n": name, "h": holder, "s": float(lease_seconds)}).scalar_one_or_none()
+    if taken is not None:
+        return None
+    return conn.execute(sa.text("SELECT holder FROM work_leases WHERE name = :n"), {"n": name}).scalar_one_or_none() \
+        or "another worker"
+
+
+def renew_lease(conn: sa.Connection, name: str, holder: str, lease_seconds: float) -> bool:
+    """Push our lease's expiry out again (a long run); False if it expired and was taken over."""
+    return conn.execute(sa.text(
+        "UPDATE work_leases SET expires_at = now() + make_interval(secs => :s) WHERE name = :n AND holder = :h"),
+        {"n": name, "h": holder, "s": float(lease_seconds)}).rowcount == 1
+
+
+def release_lease(conn: sa.Connection, name: str, holder: str) -> None:
+    conn.execute(sa.text("DELETE FROM work_leases WHERE name = :n AND holder = :h"), {"n": name, "h": holder})
