@@ -207,7 +207,8 @@ def test_remote_429_and_500_are_retried_with_backoff(server):
     server.script(Reply.http(429, "slow down", **{"retry-after": "0.05"}), Reply.http(500), Reply.http(503))
     e = remote(server, sleep=slept.append)
     assert e.embed([CSV_Q]).shape == (1, 384)
-    assert slept == [0.05, 0.02, 0.04]  # Retry-After honoured, then exponential backoff
+    # Retry-After honoured, then exponential backoff with full jitter (at most 0.01 * 2**n)
+    assert slept[0] == 0.05 and len(slept) == 3 and 0 <= slept[1] <= 0.02 and 0 <= slept[2] <= 0.04
     assert e.usage.retries == 3 and e.usage.calls == 1 and server.calls == 4
 
 

@@ -84,7 +84,8 @@ def test_429_and_500_are_retried_with_backoff(server):
     c = client(server, sleep=slept.append)
     assert len(ask(c)) == 2
     assert c.usage.retries == 3 and c.usage.calls == 1
-    assert slept == [0.05, 0.02, 0.04]  # Retry-After honoured, then exponential backoff
+    # Retry-After honoured, then exponential backoff with full jitter (at most 0.01 * 2**n)
+    assert slept[0] == 0.05 and len(slept) == 3 and 0 <= slept[1] <= 0.02 and 0 <= slept[2] <= 0.04
 
 
 def test_persistent_outage_raises_unavailable(server):

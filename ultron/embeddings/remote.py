@@ -1,8 +1,10 @@
 """Embeddings from any OpenAI-compatible ``/embeddings`` endpoint (DashScope, OpenAI, vLLM, Ollama).
 
 Same failure policy as the chat client (:mod:`ultron.llm.client`): the ``openai`` client's
-own retries are off; 429, 5xx, timeouts and dropped connections are retried here with
-exponential backoff (``Retry-After`` honoured), then :class:`LLMUnavailable` is raised.
+own retries are off; 429, 5xx, timeouts, dropped connections and garbled 200s (an HTML
+page, a truncated body, something that is not an embeddings response) are retried here
+with jittered exponential backoff (``Retry-After`` honoured), then :class:`LLMUnavailable`
+is raised.
 Every answer is checked (one vector per input, the expected dimension, finite, non-zero)
 and normalised; an answer that fails the check raises :class:`LLMInvalidAnswer`.
 """
@@ -19,7 +21,7 @@ import numpy as np
 
 from ultron.embeddings.base import check_texts
 from ultron.llm.errors import LLMInvalidAnswer
-from ultron.llm.retry import call_with_retries, short
+from ultron.llm.retry import GarbledResponse, as_count, call_with_retries, short
 from ultron.llm.usage import LLMUsage
 
 log = logging.getLogger("ultron.embeddings")
@@ -101,11 +103,17 @@ class OpenAIEmbedder:
     # -- one request, with retries --------------------------------------------------------
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        from openai.types import CreateEmbeddingResponse
+
         def request() -> Any:
             kwargs: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
             if self.send_dimensions and self._dim is not None:
                 kwargs["dimensions"] = self._dim
-            return self._client.embeddings.create(**kwargs)
+            response = self._client.embeddings.create(**kwargs)
+            if not isinstance(response, CreateEmbeddingResponse):  # e.g. a str: the body was not JSON
+                raise GarbledResponse(f"expected an embeddings response, got {type(response).__name__}: "
+                                      f"{_clip(response)}")
+            return response
 
         def drop_dimensions(exc: Exception) -> bool:
             if self.send_dimensions and self._dim is not None and "dimension" in str(exc).lower():
@@ -119,7 +127,7 @@ class OpenAIEmbedder:
                                      retry_base_seconds=self.retry_base_seconds, usage=self.usage,
                                      sleep=self._sleep, drop_feature=drop_dimensions)
         u = getattr(response, "usage", None)
-        self.usage.record_call(int(getattr(u, "prompt_tokens", 0) or 0), 0)
+        self.usage.record_call(as_count(getattr(u, "prompt_tokens", 0)), 0)
         try:
             return self._check(response, len(batch))
         except LLMInvalidAnswer as exc:
@@ -128,7 +136,8 @@ class OpenAIEmbedder:
 
     def _check(self, response: Any, expected: int) -> np.ndarray:
         """One finite, non-zero vector of the expected dimension per input, in input order."""
-        data = list(getattr(response, "data", None) or [])
+        raw = getattr(response, "data", None)
+        data = list(raw) if isinstance(raw, list) else []
         if len(data) != expected:
             raise LLMInvalidAnswer(f"embeddings: {self.model} returned {len(data)} vectors for {expected} inputs")
         indices = [getattr(item, "index", None) for item in data]

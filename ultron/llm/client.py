@@ -2,29 +2,46 @@
 
 What this adds over a bare ``chat.completions.create``:
 
-* retries with exponential backoff on 429, 5xx, timeouts and dropped connections
-  (``ultron.llm.retry``; the client's own retries are off so the policy and its counts are ours);
+* retries with jittered exponential backoff on 429, 5xx, timeouts, dropped connections
+  and garbled 200s (``ultron.llm.retry``; the client's own retries are off so the policy
+  and its counts are ours);
 * JSON output mode where the server supports it, switched off for the rest of the
   process the first time a server rejects ``response_format``;
-* lenient JSON extraction and a caller-supplied validator for every answer, with one
-  retry of the call when the answer is unusable;
+* lenient JSON extraction (with repair of almost-JSON) and a caller-supplied validator
+  for every answer, with one retry of the call when the answer is unusable: no choice,
+  no message, no content, an answer cut off by the token limit, or one that fails
+  validation;
 * usage accounting (calls, tokens, retries, failures) for the run's metadata.
+
+Every way a reply can go wrong ends as :class:`LLMUnavailable` or :class:`LLMInvalidAnswer`,
+which callers already handle by leaving the work pending or falling back to the rules.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from ultron.llm.errors import LLMInvalidAnswer
-from ultron.llm.retry import call_with_retries
 from ultron.llm.jsonparse import NoJSON, parse_lenient
+from ultron.llm.retry import GarbledResponse, as_count, call_with_retries
 from ultron.llm.tokens import count_tokens
 from ultron.llm.usage import LLMUsage
 
 log = logging.getLogger("ultron.llm")
 T = TypeVar("T")
+
+
+class UnusableReply(ValueError):
+    """A well-formed completion that holds no usable answer (re-asked, like a failed validation)."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str | None
+    finish_reason: str | None
 
 
 class ChatJSONClient:
@@ -59,29 +76,30 @@ class ChatJSONClient:
         """Ask, parse and validate; an unusable answer is asked again once (``attempts`` = 2)."""
         problem = "no attempt made"
         for attempt in range(1, attempts + 1):
-            text = self._chat(system, user, purpose)
+            reply = self._chat(system, user, purpose)
             try:
-                return validate(parse_lenient(text))
-            except (NoJSON, ValueError, TypeError, KeyError) as exc:
-                problem = f"{type(exc).__name__}: {exc}"
+                return validate(_parse(reply))
+            except (NoJSON, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
+                # AttributeError & co.: a validator meeting a value of a shape it did not expect
+                problem = f"{type(exc).__name__}: {str(exc)[:300]}"
                 self.usage.record_failure(f"{purpose}: invalid answer (attempt {attempt}): {problem}")
                 log.warning("%s: invalid answer from %s (attempt %d/%d): %s", purpose, self.model, attempt, attempts, problem)
         raise LLMInvalidAnswer(f"{purpose}: {self.model} gave no valid answer in {attempts} attempts; last: {problem}")
 
-    def _chat(self, system: str, user: str, purpose: str) -> str | None:
+    def _chat(self, system: str, user: str, purpose: str) -> Reply:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-        def request() -> str | None:
+        def request() -> Reply:
             kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": 0}
             if self.json_mode:
                 kwargs["response_format"] = {"type": "json_object"}
             response = self._client.chat.completions.create(**kwargs)
-            text = response.choices[0].message.content if response.choices else None
+            reply = _reply_of(response)
             u = getattr(response, "usage", None)
-            prompt = getattr(u, "prompt_tokens", None) or count_tokens(system) + count_tokens(user)
-            completion = getattr(u, "completion_tokens", None) or count_tokens(text or "")
+            prompt = as_count(getattr(u, "prompt_tokens", None)) or count_tokens(system) + count_tokens(user)
+            completion = as_count(getattr(u, "completion_tokens", None)) or count_tokens(reply.text or "")
             self.usage.record_call(prompt, completion)
-            return text
+            return reply
 
         def drop_json_mode(exc: Exception) -> bool:
             if self.json_mode and "response_format" in str(exc).lower():
@@ -93,3 +111,33 @@ class ChatJSONClient:
         return call_with_retries(request, purpose=purpose, model=self.model, max_retries=self.max_retries,
                                  retry_base_seconds=self.retry_base_seconds, usage=self.usage, sleep=self._sleep,
                                  drop_feature=drop_json_mode)
+
+
+def _reply_of(response: Any) -> Reply:
+    """The first choice's text and finish reason, read without trusting the response's shape.
+
+    Not a chat completion at all (the openai client hands back the body as a str when the
+    content type is not JSON, e.g. a proxy's HTML page): GarbledResponse, retried as a
+    transport fault. A completion without choice, message or text content: a Reply with
+    no text, which the caller re-asks."""
+    from openai.types.chat import ChatCompletion
+
+    if not isinstance(response, ChatCompletion):
+        raise GarbledResponse(f"expected a chat completion, got {type(response).__name__}: {str(response)[:80]!r}")
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        return Reply(None, "no choices")
+    first = choices[0]
+    finish = getattr(first, "finish_reason", None)
+    message = getattr(first, "message", None)
+    content = getattr(message, "content", None)
+    return Reply(content if isinstance(content, str) else None, finish if isinstance(finish, str) else None)
+
+
+def _parse(reply: Reply) -> Any:
+    if reply.finish_reason == "length":
+        # cut off by the token limit: whatever JSON it holds is a fragment
+        raise UnusableReply("the answer was cut off at the token limit (finish_reason=length)")
+    if reply.text is None and reply.finish_reason == "no choices":
+        raise UnusableReply("the response held no choices")
+    return parse_lenient(reply.text)

@@ -2,7 +2,12 @@
 
 Models wrap JSON in prose or code fences even in JSON mode. We try, in order:
 the whole text, each fenced block, then the outermost ``{...}`` or ``[...]``
-slice. Only a value that parses is returned; the caller validates its shape.
+slice. When none parses strictly, ``json-repair`` gets the same candidates: models
+also write almost-JSON (trailing commas, single quotes, comments) that is plainly
+meant as the value. Only an object or array comes out of repair, so prose never
+turns into an empty answer that a validator might accept. The caller validates the
+shape, and skips repair (``repair=False``) for an answer cut off by the token limit:
+repairing that would invent the end of a half-written value.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ class NoJSON(ValueError):
     """The answer holds no parseable JSON value."""
 
 
-def parse_lenient(text: str | None) -> Any:
+def parse_lenient(text: str | None, *, repair: bool = True) -> Any:
     if text is None or not text.strip():
         raise NoJSON("empty answer")
     text = _THINK.sub("", text).strip()  # reasoning models sometimes inline their thoughts
@@ -32,6 +37,24 @@ def parse_lenient(text: str | None) -> Any:
     for candidate in candidates:
         try:
             return json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
+    if repair:
+        for candidate in candidates[1:] or candidates:
+            value = _repaired(candidate)
+            if value is not None:
+                return value
     raise NoJSON(f"no JSON value found in the answer: {text[:120]!r}")
+
+
+def _repaired(candidate: str) -> dict[str, Any] | list[Any] | None:
+    """The object or array json-repair reads in ``candidate``, if any."""
+    if "{" not in candidate and "[" not in candidate:
+        return None
+    import json_repair
+
+    try:
+        value = json_repair.loads(candidate)
+    except Exception:  # noqa: BLE001 - a repair that fails is just no answer
+        return None
+    return value if isinstance(value, (dict, list)) and value else None

@@ -11,6 +11,8 @@ It also answers ``POST .../embeddings``: by default with deterministic vectors (
 wide unless the request asks for ``dimensions``). Embedding requests take scripted
 replies from the same queue: ``Reply.http``/``Reply.stall`` fail or delay them,
 ``Reply.raw(payload)`` sends any body verbatim (wrong counts, wrong dimensions, ...);
+``Reply.body(bytes, content_type)`` sends bytes that need not be JSON at all (a proxy's
+HTML page, a body cut off mid-JSON, random bytes), to either endpoint;
 other content replies just mean "the default vectors". They are recorded in
 ``requests`` like chat requests, and also in ``embedding_requests``.
 """
@@ -37,6 +39,11 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     #: When set, this JSON body is sent verbatim (with ``status``) instead of a built answer.
     payload: Any = None
+    #: When set, these bytes are the whole body (with ``status`` and ``content_type``).
+    data: bytes | None = None
+    content_type: str = "application/json"
+    #: the chat answer's ``finish_reason`` ("length": cut off by the token limit)
+    finish_reason: str = "stop"
 
     @classmethod
     def json(cls, value: Any) -> "Reply":
@@ -53,7 +60,26 @@ class Reply:
     @classmethod
     def stall(cls, seconds: float, then: "Reply | None" = None) -> "Reply":
         base = then or cls.json({})
-        return cls(content=base.content, status=base.status, error=base.error, delay=seconds, payload=base.payload)
+        return cls(content=base.content, status=base.status, error=base.error, delay=seconds, payload=base.payload,
+                   data=base.data, content_type=base.content_type, finish_reason=base.finish_reason)
+
+    @classmethod
+    def body(cls, data: bytes | str, content_type: str = "application/json", status: int = 200) -> "Reply":
+        """Send ``data`` as the whole body, JSON or not (HTML pages, truncated JSON, noise)."""
+        return cls(status=status, data=data.encode() if isinstance(data, str) else data, content_type=content_type)
+
+    @classmethod
+    def html(cls, page: str = "<html><body><h1>502 Bad Gateway</h1></body></html>") -> "Reply":
+        """A proxy's error page, sent with status 200."""
+        return cls.body(page, "text/html")
+
+    @classmethod
+    def cut(cls, value: Any, keep: float = 0.5) -> "Reply":
+        """A complete chat answer for ``value`` whose body is cut off after ``keep`` of its bytes."""
+        whole = json.dumps({"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake",
+                            "choices": [{"index": 0, "finish_reason": "stop",
+                                         "message": {"role": "assistant", "content": json.dumps(value)}}]})
+        return cls.body(whole[: max(1, int(len(whole) * keep))])
 
     @classmethod
     def raw(cls, payload: Any, status: int = 200, **headers: str) -> "Reply":
@@ -162,6 +188,8 @@ class FakeOpenAI:
                 reply = fake._next(body)
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.data is not None:
+                    return self._send_bytes(reply.status, reply.data, reply.content_type, reply.headers)
                 if reply.payload is not None:
                     return self._send(reply.status, reply.payload, reply.headers)
                 if reply.status != 200:
@@ -172,7 +200,7 @@ class FakeOpenAI:
                 self._send(200, {
                     "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
                     "model": body.get("model", "fake"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
+                    "choices": [{"index": 0, "finish_reason": reply.finish_reason,
                                  "message": {"role": "assistant", "content": reply.content}}],
                     "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                               "total_tokens": prompt + completion},
@@ -182,6 +210,8 @@ class FakeOpenAI:
                 reply = fake._next_embedding(body)
                 if reply is not None and reply.delay:
                     time.sleep(reply.delay)
+                if reply is not None and reply.data is not None:
+                    return self._send_bytes(reply.status, reply.data, reply.content_type, reply.headers)
                 if reply is not None and reply.payload is not None:
                     return self._send(reply.status, reply.payload, reply.headers)
                 if reply is not None and reply.status != 200:
@@ -190,10 +220,13 @@ class FakeOpenAI:
                 self._send(200, fake.embeddings_answer(body))
 
             def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
+                self._send_bytes(status, json.dumps(payload).encode(), "application/json", headers)
+
+            def _send_bytes(self, status: int, data: bytes, content_type: str,
+                            headers: dict[str, str] | None = None) -> None:
                 try:
                     self.send_response(status)
-                    self.send_header("content-type", "application/json")
+                    self.send_header("content-type", content_type)
                     self.send_header("content-length", str(len(data)))
                     for k, v in (headers or {}).items():
                         self.send_header(k, v)
