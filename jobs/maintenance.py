@@ -16,6 +16,7 @@ from ultron.sdk import Ultron
 from ultron.trajectory.coverage import coverage_problems, score_problems
 from ultron_assets.metadata import clusters_metadata, llm_metadata, skills_metadata, tier_chart
 from ultron_assets.partitions import session_partitions
+from ultron_assets.pools import STORE_POOL
 
 Context = dg.OpExecutionContext
 
@@ -158,10 +159,16 @@ REPORTERS: dict[str, Callable[[Context, Ultron, Any], None]] = {
 }
 
 
+#: steps over the whole memory store: they share the assets' pool, so a maintenance run and an
+#: automation run of tiers/clusters/skills never both run (one waits queued, not in a run slot)
+STORE_WIDE_STEPS = frozenset({"rebalance_tiers", "cluster_memories", "evolve_skills", "consolidate_memories"})
+
+
 def _step_op(step: Step) -> dg.OpDefinition:
     report = REPORTERS[step.name]
 
-    @dg.op(name=step.name, description=step.description, ins={"after": dg.In(dg.Nothing)})
+    @dg.op(name=step.name, description=step.description, ins={"after": dg.In(dg.Nothing)},
+           pool=STORE_POOL if step.name in STORE_WIDE_STEPS else None)
     def run_step(context: dg.OpExecutionContext, ultron: UltronResource, llm: LLMResource) -> None:
         client = ultron.client(llm)
         report(context, client, step.run(client, BATCH))

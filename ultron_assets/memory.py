@@ -9,10 +9,13 @@ from resources.llm import LLMResource
 from ultron_assets.automation import follow_upstream
 from ultron_assets.metadata import llm_metadata, tier_chart
 from ultron_assets.partitions import session_partitions
+from ultron_assets.pools import STORE_POOL
+from ultron_assets.ranges import BACKFILL_POLICY, PartitionOutcome, combine, partition_keys
 from ultron_assets.trajectory import quality_metrics
 
 @dg.asset(
     partitions_def=session_partitions,
+    backfill_policy=BACKFILL_POLICY,
     deps=[quality_metrics],
     group_name="memory_hub",
     kinds={"postgres", "pgvector"},
@@ -23,30 +26,38 @@ from ultron_assets.trajectory import quality_metrics
 )
 def memories(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource) -> dg.MaterializeResult:
     client = ultron.client(llm)
-    results = client.extract_memories_from_segments(batch_size=10_000, partition_key=context.partition_key)
+    outcomes = [_extract_partition(context, client, key) for key in partition_keys(context)]
+    return combine(outcomes, summed=("segments_extracted", "segments_pending", "inserted", "merged",
+                                     "dropped_low_confidence", "memories_from_this_session"),
+                   extra=llm_metadata(client.context.provider.usage, client.context.provider.name))
+
+
+def _extract_partition(context: dg.AssetExecutionContext, client, key: str) -> PartitionOutcome:
+    results = client.extract_memories_from_segments(batch_size=10_000, partition_key=key)
     for r in results:
         if r.status == "pending":
             context.log.warning(f"segment {r.segment_id[:8]}: extraction pending: {r.reason}")
-    records = client.memory.records_for_partition(context.partition_key)
+    records = client.memory.records_for_partition(key)
     leaks = [m.id for m in records if any(client.context.redactor.redact(v) != v
                                           for v in (m.content, m.context, m.resolution))]
     types = collections.Counter(m.memory_type for m in records)
-    return dg.MaterializeResult(
-        metadata={
-            "segments_extracted": sum(1 for r in results if r.status == "extracted"),
-            "segments_pending": sum(1 for r in results if r.status == "pending"),
-            "inserted": sum(r.inserted for r in results),
-            "merged": sum(r.merged for r in results),
-            "dropped_low_confidence": sum(r.dropped_low_confidence for r in results),
-            "memories_from_this_session": len(records),
-            "memory_types": dg.MetadataValue.json(dict(types)),
-            "preview": dg.MetadataValue.md("\n".join(
-                f"- **{m.memory_type}** ({m.tier}) {m.summary_l0}" for m in records[:20]) or "(none)"),
-            **llm_metadata(client.context.provider.usage, client.context.provider.name),
-        },
-        check_results=[dg.AssetCheckResult(check_name="memories_redacted", passed=not leaks,
-                                           metadata={"unredacted": dg.MetadataValue.json(leaks[:20])})],
-    )
+    row = {
+        "segments_extracted": sum(1 for r in results if r.status == "extracted"),
+        "segments_pending": sum(1 for r in results if r.status == "pending"),
+        "inserted": sum(r.inserted for r in results),
+        "merged": sum(r.merged for r in results),
+        "dropped_low_confidence": sum(r.dropped_low_confidence for r in results),
+        "memories_from_this_session": len(records),
+    }
+    metadata = {
+        **row,
+        "memory_types": dg.MetadataValue.json(dict(types)),
+        "preview": dg.MetadataValue.md("\n".join(
+            f"- **{m.memory_type}** ({m.tier}) {m.summary_l0}" for m in records[:20]) or "(none)"),
+    }
+    check = dg.AssetCheckResult(check_name="memories_redacted", passed=not leaks,
+                                metadata={"unredacted": dg.MetadataValue.json(leaks[:20])})
+    return PartitionOutcome(key, metadata, check, row)
 
 
 @dg.asset(
@@ -54,6 +65,7 @@ def memories(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLM
     group_name="memory_hub",
     kinds={"postgres"},
     automation_condition=follow_upstream,
+    pool=STORE_POOL,
     description="Tier rebalance: top ULTRON_HOT_PERCENTILE by hits are HOT, the next ULTRON_WARM_PERCENTILE WARM, "
                 "the rest COLD; COLD rows unused for ULTRON_COLD_TTL_DAYS are archived.",
 )

@@ -8,12 +8,14 @@ from resources.llm import LLMResource
 from ultron_assets.automation import follow_upstream
 from ultron_assets.memory import tiers
 from ultron_assets.metadata import clusters_metadata, llm_metadata, skills_metadata
+from ultron_assets.pools import STORE_POOL
 
 @dg.asset(
     deps=[tiers],
     group_name="skill_hub",
     kinds={"postgres", "pgvector"},
     automation_condition=follow_upstream,
+    pool=STORE_POOL,
     description="Active memories clustered with HDBSCAN; each new cluster keeps the id of the previous cluster it "
                 "overlaps most, so skills keep their cluster. Topics come from the LLM, or top terms offline. "
                 "Between runs, uploads join the nearest centroid (cosine >= ULTRON_CLUSTER_SIMILARITY_THRESHOLD).",
@@ -33,6 +35,7 @@ def clusters(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLM
     group_name="skill_hub",
     kinds={"postgres", "markdown"},
     automation_condition=follow_upstream,
+    pool=STORE_POOL,
     description="Clusters with at least ULTRON_CRYSTALLIZATION_THRESHOLD memories crystallised into skills "
                 "({slug}-{version}/SKILL.md + _meta.json); re-crystallised after ULTRON_RECRYSTALLIZATION_DELTA new "
                 "members, published as a new minor version only when it scores better. A quality gate (structure, "

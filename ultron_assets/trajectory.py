@@ -12,6 +12,7 @@ from ultron.sessions.discovery import parse_partition_key
 from ultron.trajectory.coverage import coverage_problems, score_problems
 from ultron_assets.metadata import llm_metadata, segments_table
 from ultron_assets.partitions import session_partitions
+from ultron_assets.ranges import BACKFILL_POLICY, PartitionOutcome, combine, partition_keys
 
 PREVIEW_MESSAGES = 20
 PREVIEW_CHARS = 160
@@ -32,6 +33,7 @@ PREVIEW_SCHEMA = dg.TableSchema(
 
 @dg.asset(
     partitions_def=session_partitions,
+    backfill_policy=BACKFILL_POLICY,
     group_name="trajectory_hub",
     kinds={"postgres"},
     description="Agent session .jsonl files, parsed into messages and archived raw (one partition per file).",
@@ -45,7 +47,12 @@ PREVIEW_SCHEMA = dg.TableSchema(
 )
 def raw_sessions(context: dg.AssetExecutionContext, ultron: UltronResource) -> dg.MaterializeResult:
     client = ultron.client()
-    agent_id, path = parse_partition_key(context.partition_key, client.settings.inbox)
+    outcomes = [_ingest_partition(context, client, key) for key in partition_keys(context)]
+    return combine(outcomes, summed=("messages", "size_bytes", "problem_count"))
+
+
+def _ingest_partition(context: dg.AssetExecutionContext, client, key: str) -> PartitionOutcome:
+    agent_id, path = parse_partition_key(key, client.settings.inbox)
     report = client.ingest([path], agent_id)
     # A path normally yields one report; a directory named like a session file yields more.
     file_report = next((f for f in report.files if f.path == str(path)), None) or report.files[0]
@@ -70,17 +77,16 @@ def raw_sessions(context: dg.AssetExecutionContext, ultron: UltronResource) -> d
     }
     if file_report.archive_error:
         metadata["archive_error"] = file_report.archive_error
-    return dg.MaterializeResult(
-        metadata=metadata,
-        check_results=[
-            dg.AssetCheckResult(
-                check_name="parsed_cleanly",
-                passed=not file_report.problems,
-                severity=dg.AssetCheckSeverity.ERROR if file_report.status == "failed" else dg.AssetCheckSeverity.WARN,
-                metadata={"status": file_report.status, "problem_count": len(file_report.problems)},
-            )
-        ],
+    check = dg.AssetCheckResult(
+        check_name="parsed_cleanly",
+        passed=not file_report.problems,
+        severity=dg.AssetCheckSeverity.ERROR if file_report.status == "failed" else dg.AssetCheckSeverity.WARN,
+        metadata={"status": file_report.status, "problem_count": len(file_report.problems)},
     )
+    row = {"status": file_report.status, "format": file_report.session_format or "unknown",
+           "messages": file_report.messages, "size_bytes": file_report.size_bytes,
+           "problem_count": len(file_report.problems)}
+    return PartitionOutcome(key, metadata, check, row)
 
 
 def _log_report(context: dg.AssetExecutionContext, report: FileReport) -> None:
@@ -115,6 +121,7 @@ def _preview(client, report: FileReport) -> list[dg.TableRecord]:
 
 @dg.asset(
     partitions_def=session_partitions,
+    backfill_policy=BACKFILL_POLICY,
     deps=[raw_sessions],
     group_name="trajectory_hub",
     kinds={"postgres"},
@@ -125,7 +132,11 @@ def _preview(client, report: FileReport) -> list[dg.TableRecord]:
 def task_segments(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource
                   ) -> dg.MaterializeResult:
     service = ultron.trajectory_service(llm)
-    key = context.partition_key
+    outcomes = [_segment_partition(context, service, key) for key in partition_keys(context)]
+    return combine(outcomes, summed=("segments",), extra=llm_metadata(service.usage, service.provider.name))
+
+
+def _segment_partition(context: dg.AssetExecutionContext, service, key: str) -> PartitionOutcome:
     results = service.segment_pending_sessions(batch_size=1, partition_key=key)
     outcome = results[0] if results else None
     status = outcome.status if outcome else "unchanged"
@@ -143,7 +154,6 @@ def task_segments(context: dg.AssetExecutionContext, ultron: UltronResource, llm
         "status": status,
         "segments": len(rows),
         "segment_table": segments_table(rows),
-        **llm_metadata(service.usage, service.provider.name),
     }
     if outcome is not None:
         actions = collections.Counter(s.action for s in outcome.segments)
@@ -152,19 +162,18 @@ def task_segments(context: dg.AssetExecutionContext, ultron: UltronResource, llm
         if outcome.reason:
             metadata["pending_reason"] = outcome.reason
     context.log.info(f"{key}: {status}, {len(rows)} segments")
-    return dg.MaterializeResult(
-        metadata=metadata,
-        check_results=[dg.AssetCheckResult(
-            check_name="segments_cover_session",
-            passed=not problems and not pending,
-            severity=dg.AssetCheckSeverity.WARN if pending else dg.AssetCheckSeverity.ERROR,
-            metadata={"problems": dg.MetadataValue.json(problems or ([outcome.reason] if pending else []))},
-        )],
+    check = dg.AssetCheckResult(
+        check_name="segments_cover_session",
+        passed=not problems and not pending,
+        severity=dg.AssetCheckSeverity.WARN if pending else dg.AssetCheckSeverity.ERROR,
+        metadata={"problems": dg.MetadataValue.json(problems or ([outcome.reason] if pending else []))},
     )
+    return PartitionOutcome(key, metadata, check, {"status": status, "segments": len(rows)})
 
 
 @dg.asset(
     partitions_def=session_partitions,
+    backfill_policy=BACKFILL_POLICY,
     deps=[task_segments],
     group_name="trajectory_hub",
     kinds={"postgres"},
@@ -175,33 +184,40 @@ def task_segments(context: dg.AssetExecutionContext, ultron: UltronResource, llm
 def quality_metrics(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource
                     ) -> dg.MaterializeResult:
     service = ultron.trajectory_service(llm)
-    labels = service.label_pending_segments(batch_size=10_000, partition_key=context.partition_key)
+    outcomes = [_label_partition(context, service, key) for key in partition_keys(context)]
+    return combine(outcomes, summed=("labeled_now", "still_pending", "segments", "memory_eligible", "sft_eligible"),
+                   extra=llm_metadata(service.usage, service.provider.name))
+
+
+def _label_partition(context: dg.AssetExecutionContext, service, key: str) -> PartitionOutcome:
+    labels = service.label_pending_segments(batch_size=10_000, partition_key=key)
     for label in labels:
         if label.status != "labeled":
             context.log.warning(f"segment {label.segment_id[:8]} (lines {label.start_line}-{label.end_line}) "
                                 f"left unlabeled: {label.reason}")
-    rows = service.segments_for_partition(context.partition_key)
+    rows = service.segments_for_partition(key)
     scores = [(r.id, r.metrics["summary"]["overall_score"]) for r in rows if r.labeled and r.metrics]
     problems = score_problems(scores)
     buckets = collections.Counter(min(int(s * 10), 9) for _, s in scores if isinstance(s, (int, float)) and 0 <= s <= 1)
     histogram = "\n".join(f"| {b / 10:.1f}–{(b + 1) / 10:.1f} | {'█' * buckets[b]} {buckets[b]} |" for b in range(10))
     task_types = collections.Counter(r.metrics["summary"].get("task_type") for r in rows if r.labeled and r.metrics)
     eligible = sum(1 for r in rows if r.labeled and service.is_memory_eligible(r.metrics))
-    return dg.MaterializeResult(
-        metadata={
-            "labeled_now": sum(1 for lb in labels if lb.status == "labeled"),
-            "still_pending": sum(1 for lb in labels if lb.status != "labeled"),
-            "segments": len(rows),
-            "memory_eligible": eligible,
-            "sft_eligible": sum(1 for r in rows if r.labeled and service.is_sft_eligible(r.metrics)),
-            "mean_score": float(sum(s for _, s in scores) / len(scores)) if scores else float("nan"),
-            "task_types": dg.MetadataValue.json(dict(task_types)),
-            "score_histogram": dg.MetadataValue.md("| score | segments |\n|---|---|\n" + histogram),
-            "segment_table": segments_table(rows),
-            **llm_metadata(service.usage, service.provider.name),
-        },
-        check_results=[dg.AssetCheckResult(
-            check_name="scores_in_range", passed=not problems,
-            metadata={"problems": dg.MetadataValue.json(problems), "scored": len(scores)},
-        )],
+    row = {
+        "labeled_now": sum(1 for lb in labels if lb.status == "labeled"),
+        "still_pending": sum(1 for lb in labels if lb.status != "labeled"),
+        "segments": len(rows),
+        "memory_eligible": eligible,
+        "sft_eligible": sum(1 for r in rows if r.labeled and service.is_sft_eligible(r.metrics)),
+        "mean_score": float(sum(s for _, s in scores) / len(scores)) if scores else float("nan"),
+    }
+    metadata = {
+        **row,
+        "task_types": dg.MetadataValue.json(dict(task_types)),
+        "score_histogram": dg.MetadataValue.md("| score | segments |\n|---|---|\n" + histogram),
+        "segment_table": segments_table(rows),
+    }
+    check = dg.AssetCheckResult(
+        check_name="scores_in_range", passed=not problems,
+        metadata={"problems": dg.MetadataValue.json(problems), "scored": len(scores)},
     )
+    return PartitionOutcome(key, metadata, check, row)
