@@ -191,6 +191,13 @@ class _Calls:
         return _Call("POST", "/memories/search", body, unwrap=lambda b: b["results"])
 
     @staticmethod
+    def search_memories_batch(queries, detail_level, limit, tier, tags, agent_id) -> _Call:
+        body = {"queries": list(queries), "detail_level": detail_level, "limit": limit,
+                **_without_none(tier=tier, tags=None if tags is None else list(tags), agent_id=agent_id)}
+        return _Call("POST", "/memories/search/batch", body,
+                     unwrap=lambda b: [s["results"] for s in b["searches"]])
+
+    @staticmethod
     def get_memory_details(ids: list[str]) -> _Call:
         return _Call("POST", "/memories/details", {"ids": ids}, unwrap=lambda b: b["memories"])
 
@@ -317,6 +324,12 @@ class UltronClient(_Base):
         """Hits, best first (``overview_l1`` with detail_level l1)."""
         return self._run(_Calls.search_memories(query, detail_level, limit, tier, tags, agent_id))
 
+    def search_memories_batch(self, queries: Iterable[str], detail_level: str = "l1", limit: int = 10,
+                              tier: str | None = None, tags: Iterable[str] | None = None,
+                              agent_id: str | None = None) -> list[list[dict[str, Any]]]:
+        """One hit list per query (at most 32), embedded together on the server."""
+        return self._run(_Calls.search_memories_batch(queries, detail_level, limit, tier, tags, agent_id))
+
     def get_memory_details(self, ids: Iterable[str]) -> list[dict[str, Any]]:
         """Full records of the ids that exist (unknown ids are left out)."""
         ids = list(ids)
@@ -400,6 +413,11 @@ class AsyncUltronClient(_Base):
                               tier: str | None = None, tags: Iterable[str] | None = None,
                               agent_id: str | None = None) -> list[dict[str, Any]]:
         return await self._run(_Calls.search_memories(query, detail_level, limit, tier, tags, agent_id))
+
+    async def search_memories_batch(self, queries: Iterable[str], detail_level: str = "l1", limit: int = 10,
+                                    tier: str | None = None, tags: Iterable[str] | None = None,
+                                    agent_id: str | None = None) -> list[list[dict[str, Any]]]:
+        return await self._run(_Calls.search_memories_batch(queries, detail_level, limit, tier, tags, agent_id))
 
     async def get_memory_details(self, ids: Iterable[str]) -> list[dict[str, Any]]:
         ids = list(ids)

@@ -147,6 +147,11 @@ class Ultron:
                         tags=None, agent_id: str | None = None):
         return self.memory.search_memories(query, detail_level, limit, tier, tags, agent_id)
 
+    def search_memories_batch(self, queries, detail_level: str = "l1", limit: int = 10, tier: str | None = None,
+                              tags=None, agent_id: str | None = None):
+        """One result list per query; the queries are embedded together in one batch."""
+        return self.memory.search_memories_batch(list(queries), detail_level, limit, tier, tags, agent_id)
+
     def get_memory_details(self, ids):
         return self.memory.get_memory_details(ids)
 

@@ -49,6 +49,8 @@ def test_memories_round_trip(remote, server):
     assert l0[0]["id"] == stored["id"] and "overview_l1" not in l0[0]
     assert remote.search_memories("pip SSL error proxy", agent_id="alice")[0]["id"] == stored["id"]
     assert remote.search_memories("pip SSL error proxy", agent_id="bob") == []
+    batch = remote.search_memories_batch(["pip SSL error proxy", "kubernetes pod evicted"], limit=5, tags=["pip"])
+    assert [[h["id"] for h in hits] for hits in batch] == [[stored["id"]], []]
 
     details = remote.get_memory_details([stored["id"], "no-such-id"])
     assert [m["id"] for m in details] == [stored["id"]] and details[0]["resolution"] == PIP["resolution"]

@@ -176,3 +176,16 @@ def test_queries_with_tsquery_syntax_and_quotes_are_plain_words(client):
     for query in ("o'brien's app", "C:\\Users\\o'brien", "access & denied | !retry", "'':* <-> (", "\\\\'"):
         client.search_memories(query)   # never a tsquery syntax error
     assert client.search_memories("o'brien access denied")
+
+
+def test_a_batch_of_queries_finds_what_each_search_finds_and_counts_each_hit(client):
+    redis = client.upload_memory("Worker container cannot import redis", "deploy of the worker image",
+                                 "add redis to requirements.txt and rebuild")
+    flaky = client.upload_memory("Flaky test in the payments module", "nightly CI run", "mock the clock")
+    queries = ["redis import fails in the worker", "", "payments test is flaky"]
+    batch = client.search_memories_batch(queries, limit=1)
+    assert [[h.record.id for h in hits] for hits in batch] == [[redis.id], [], [flaky.id]]
+    assert [h.record.hit_count for hits in batch for h in hits] == [1, 1]
+    single = client.search_memories("payments test is flaky", limit=1)
+    assert single[0].record.id == flaky.id and single[0].score == pytest.approx(batch[2][0].score, rel=1e-6)
+    assert client.get_memory(flaky.id)["hit_count"] == 2

@@ -35,3 +35,26 @@ def test_the_cache_is_bounded_and_forgets_the_least_recently_used():
     assert emb.calls == 3               # "b" went, "a" stayed
     cache.embed(emb, "b")
     assert emb.calls == 4
+
+
+class CountingBatches(HashingEmbedder):
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.batches: list[list[str]] = []
+
+    def embed(self, texts):
+        self.batches.append(list(texts))
+        return super().embed(texts)
+
+
+def test_several_queries_are_embedded_in_one_batch_and_cached_ones_are_not_embedded_again():
+    cache, emb = QueryCache(size=8), CountingBatches()
+    single = cache.embed(emb, "redis import error")
+    emb.batches.clear()
+    vectors = cache.embed_many(emb, ["redis import error", "docker build fails", "flaky test", "docker build fails"])
+    assert emb.batches == [["docker build fails", "flaky test"]]          # one pass, no repeats, no cached text
+    assert np.array_equal(vectors[0], single) and np.array_equal(vectors[1], vectors[3])
+    assert np.array_equal(vectors[2], emb.embed_one("flaky test"))
+    emb.batches.clear()
+    cache.embed_many(emb, ["flaky test", "docker build fails"])
+    assert emb.batches == []

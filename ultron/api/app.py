@@ -30,8 +30,9 @@ from ultron.api import ingest_paths
 from ultron.api.auth import api_token, require_token
 from ultron.api.mcp_mount import mount_mcp
 from ultron.api.models import (
-    MAX_PATH_CHARS, DetailsResponse, ErrorBody, ForgetResponse, Health, IngestPathsRequest, IngestResponse,
-    IngestTextRequest, IngestTextResponse, MemoryDetailsRequest, MemorySearchRequest, MemoryUploadRequest,
+    MAX_PATH_CHARS, BatchSearchResponse, DetailsResponse, ErrorBody, ForgetResponse, Health, IngestPathsRequest, IngestResponse,
+    IngestTextRequest, IngestTextResponse, MemoryBatchSearchRequest, MemoryDetailsRequest,
+    MemorySearchRequest, MemoryUploadRequest,
     SearchResponse, Skill, SkillSearchRequest, SkillSearchResponse, Stats, StoredMemory, ValidationErrorBody,
 )
 from ultron.api.models import (
@@ -330,6 +331,16 @@ def build_routes(router: APIRouter, settings: Settings) -> None:
         results = client.search_memories(body.query, body.detail_level, body.limit, body.tier, body.tags,
                                          body.agent_id)
         return {"results": [r.to_dict(body.detail_level) for r in results], "count": len(results)}
+
+    @router.post("/memories/search/batch", tags=["memories"], response_model=BatchSearchResponse,
+                 response_model_exclude_unset=True, responses=COMMON)
+    def search_memories_batch(body: MemoryBatchSearchRequest, client: Client) -> Any:
+        """Several searches in one call (up to 32 queries, same filters): the queries are embedded
+        together, so this costs less than as many calls to /memories/search."""
+        found = client.search_memories_batch(body.queries, body.detail_level, body.limit, body.tier, body.tags,
+                                             body.agent_id)
+        return {"searches": [{"results": [r.to_dict(body.detail_level) for r in results], "count": len(results)}
+                             for results in found]}
 
     @router.post("/memories/details", tags=["memories"], response_model=DetailsResponse, responses=COMMON)
     def memory_details(body: MemoryDetailsRequest, client: Client) -> Any:

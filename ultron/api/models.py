@@ -25,6 +25,7 @@ MAX_TEXT_CHARS = 200_000
 MAX_TAGS = 100
 MAX_TAG_CHARS = 200
 MAX_IDS = 1000
+MAX_BATCH_QUERIES = 32
 MAX_ID_CHARS = 128
 MAX_PATHS = 1000
 MAX_PATH_CHARS = 4096
@@ -108,6 +109,15 @@ class MemorySearchRequest(Request):
     agent_id: AgentId | None = None
 
 
+class MemoryBatchSearchRequest(Request):
+    queries: list[Text(MAX_QUERY_CHARS, 1)] = Field(min_length=1, max_length=MAX_BATCH_QUERIES)
+    detail_level: Literal["l0", "l1"] = "l1"
+    limit: int = Field(10, ge=1, le=100)
+    tier: Tier | None = None
+    tags: Tags | None = Field(None, description="only memories carrying all of these tags")
+    agent_id: AgentId | None = None
+
+
 class MemoryDetailsRequest(Request):
     ids: list[Text(MAX_ID_CHARS, 1)] = Field(min_length=1, max_length=MAX_IDS)
 
@@ -167,6 +177,10 @@ class SearchHit(MemoryL0):
 class SearchResponse(Response):
     results: list[SearchHit]
     count: int
+
+
+class BatchSearchResponse(Response):
+    searches: list[SearchResponse] = Field(description="one result list per query, in the order asked")
 
 
 class DetailsResponse(Response):

@@ -49,6 +49,33 @@ class QueryCache:
                 self._items.popitem(last=False)
         return vec
 
+    def embed_many(self, embedder: Embedder, texts: list[str]) -> list[np.ndarray]:
+        """Each text's vector, the ones not cached embedded together in one batch (one forward
+        pass of the model instead of one per text)."""
+        space = (str(embedder.name), int(embedder.dim))
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            for text in texts:
+                vec = self._items.get((*space, text))
+                if vec is not None:
+                    self._items.move_to_end((*space, text))
+                    self.hits += 1
+                    out[text] = vec
+        missing = list(dict.fromkeys(t for t in texts if t not in out))
+        if missing:
+            vectors = np.asarray(embedder.embed(missing), dtype=np.float32)
+            with self._lock:
+                for text, row in zip(missing, vectors):
+                    vec = row.copy()
+                    vec.setflags(write=False)
+                    self.misses += 1
+                    self._items[(*space, text)] = vec
+                    self._items.move_to_end((*space, text))
+                    out[text] = vec
+                while len(self._items) > self.size:
+                    self._items.popitem(last=False)
+        return [out[t] for t in texts]
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

@@ -221,14 +221,32 @@ class MemoryService:
         if not query or not query.strip() or limit <= 0:
             return []
         self.check_embedding_profile()
-        k = max(limit * 4, 40)
+        return self._search(query, None, limit, {"tier": tier, "tags": tags, "agent_id": agent_id})
+
+    def search_memories_batch(self, queries: Sequence[str], detail_level: str = "l1", limit: int = 10,
+                              tier: str | None = None, tags: Sequence[str] | None = None,
+                              agent_id: str | None = None) -> list[list[SearchResult]]:
+        """Several searches at once (an agent planning several sub-tasks): the queries are
+        embedded in one batch, then each is searched as ``search_memories`` would."""
+        if detail_level not in DETAIL_LEVELS:
+            raise ValueError("detail_level must be 'l0' or 'l1' (use get_memory_details for full text)")
+        live = [q for q in queries if q and q.strip()]
+        if not live or limit <= 0:
+            return [[] for _ in queries]
+        self.check_embedding_profile()
+        vectors = dict(zip(live, QUERIES.embed_many(self.embedder, live)))
         filters = {"tier": tier, "tags": tags, "agent_id": agent_id}
+        return [self._search(q, vectors[q], limit, filters) if q in vectors else [] for q in queries]
+
+    def _search(self, query: str, q: np.ndarray | None, limit: int, filters: dict[str, Any]) -> list[SearchResult]:
+        k = max(limit * 4, 40)
         # The lexical arm needs no vector: it runs on its own connection while the query is
         # embedded (MiniLM holds the GIL only briefly), so a search costs about the longer
         # of the two, not their sum.
         lexical = _lexical_pool().submit(self._lexical_arm, query, k, filters)
         try:
-            q = QUERIES.embed(self.embedder, query)
+            if q is None:
+                q = QUERIES.embed(self.embedder, query)
         finally:
             hits = lexical.result()
         with self.db.engine.begin() as conn:
