@@ -140,6 +140,14 @@ def _report_skills(context: Context, client: Ultron, report) -> None:
     context.log.info(f"skill evolution: { {k: v for k, v in report.items() if not isinstance(v, list)} }")
 
 
+def _report_redo(context: Context, client: Ultron, results) -> None:
+    for r in results:
+        if r.still_marked:
+            context.log.warning(f"memory {r.memory_id[:8]}: rules answers kept for {r.still_marked}: {r.reason}")
+    context.log.info(f"fallback redo: {sum(r.status == 'redone' for r in results)} memories redone by the LLM, "
+                     f"{sum(r.retyped for r in results)} retyped")
+
+
 def _report_consolidation(context: Context, client: Ultron, counts) -> None:
     context.log.info("consolidation is off (ULTRON_CONSOLIDATE_ENABLED)" if counts is None
                      else f"consolidation: {counts}")
@@ -153,8 +161,8 @@ def _report_purge(context: Context, client: Ultron, purged) -> None:
 #: how each step shows in the UI; a step with no entry here fails the definitions' load
 REPORTERS: dict[str, Callable[[Context, Ultron, Any], None]] = {
     "refresh_sessions": _report_refresh, "segment_sessions": _report_segments, "label_segments": _report_labels,
-    "extract_memories": _report_extraction, "rebalance_tiers": _report_tiers, "cluster_memories": _report_clusters,
-    "evolve_skills": _report_skills, "consolidate_memories": _report_consolidation,
+    "extract_memories": _report_extraction, "redo_fallbacks": _report_redo, "rebalance_tiers": _report_tiers,
+    "cluster_memories": _report_clusters, "evolve_skills": _report_skills, "consolidate_memories": _report_consolidation,
     "purge_raw_archive": _report_purge,
 }
 

@@ -31,6 +31,18 @@ def _count(status: str) -> Callable[[list[Any]], int]:
     return lambda results: sum(1 for r in results if r.status == status)
 
 
+def _redo_fallbacks(client: "Ultron", batch_size: int) -> list[Any]:
+    from ultron.memory.redo import redo_fallbacks
+
+    return redo_fallbacks(client.memory, batch_size)
+
+
+def _redo_summary(results: list[Any]) -> dict[str, int]:
+    return {"redone": sum(r.status == "redone" for r in results),
+            "retyped": sum(r.retyped for r in results),
+            "still_marked": sum(bool(r.still_marked) for r in results)}
+
+
 def _consolidate(client: "Ultron", batch_size: int) -> dict[str, int] | None:
     if not client.settings.consolidate_enabled:
         return None
@@ -46,6 +58,9 @@ STEPS: tuple[Step, ...] = (
          lambda c, n: c.label_pending_segments(n), _count("labeled"), "labeled"),
     Step("extract_memories", "Extract memories from every memory-eligible segment not yet extracted.",
          lambda c, n: c.extract_memories_from_segments(n), _count("extracted"), "extracted"),
+    Step("redo_fallbacks", "Redo with the LLM what the rules did for memories during an outage (type, "
+         "summaries, merged body); a mark stays until the LLM answers.", _redo_fallbacks, _redo_summary,
+         "fallbacks_redone"),
     Step("rebalance_tiers", "Rebalance HOT/WARM/COLD tiers; archive stale COLD memories.",
          lambda c, n: c.run_tier_rebalance(), lambda r: r, "tiers"),
     Step("cluster_memories", "Re-cluster active memories (HDBSCAN, stable ids, topics).",

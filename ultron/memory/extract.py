@@ -66,8 +66,8 @@ def _extract_segment(memory: MemoryService, seg: segment_store.SegmentRow, resul
         standard = ["trajectory", f"type:{task_type or 'other'}", f"segment:{seg.id[:8]}", f"agent:{seg.agent_id}"]
         prepared = []
         for c in keep:  # slow work (LLM, embedding, redaction) before the transaction
-            memory_type, body, tags, emb = memory.prepare({**c, "tags": list(c["tags"]) + standard})
-            prepared.append((memory_type, body, tags, emb, c))
+            memory_type, body, tags, emb, fell_back = memory.prepare({**c, "tags": list(c["tags"]) + standard})
+            prepared.append((memory_type, body, tags, emb, c, fell_back))
     except LLMError as exc:
         result.status, result.reason = "pending", f"extraction unavailable: {exc}"
         return
@@ -77,9 +77,9 @@ def _extract_segment(memory: MemoryService, seg: segment_store.SegmentRow, resul
         if not segment_store.claim_for_extraction(conn, seg.id):
             result.reason = "extracted by another run"
             return
-        for memory_type, body, tags, emb, c in prepared:
+        for memory_type, body, tags, emb, c, fell_back in prepared:
             up = memory.store_prepared(conn, memory_type, body, tags, emb, prov, c["kind"], c["tools_used"],
-                                       c["confidence"])
+                                       c["confidence"], fallback_tasks=fell_back)
             if up.action == "inserted":
                 result.inserted += 1
             else:

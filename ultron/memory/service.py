@@ -20,6 +20,7 @@ import numpy as np
 from ultron.embeddings.query_cache import QUERIES
 from ultron.context import EmbeddingProfileMismatch, ServiceContext
 from ultron.db import clusters as cluster_store
+from ultron.db import fallback_marks as marks_store
 from ultron.db import feedback as feedback_store
 from ultron.db import forget as forget_store
 from ultron.db import memories as store
@@ -108,15 +109,17 @@ class MemoryService:
         """Redact, classify, embed, then merge into a near duplicate of the same type or insert (WARM, active)."""
         if not content or not content.strip():
             raise ValueError("content must not be empty")
-        memory_type, body, tags, embedding = self.prepare(
+        memory_type, body, tags, embedding, fell_back = self.prepare(
             {"content": content, "context": context, "resolution": resolution, "tags": list(tags or [])})
         with self.db.engine.begin() as conn:
             return self.store_prepared(conn, memory_type, body, tags, embedding, provenance or Provenance(), kind,
-                                       tools_used, confidence)
+                                       tools_used, confidence, fallback_tasks=fell_back)
 
     def store_prepared(self, conn, memory_type: str, body: dict[str, str], tags: list[str], embedding: np.ndarray,
                prov: Provenance, kind: str | None, tools_used: Sequence[str] | None,
-               confidence: float | None) -> UploadResult:
+               confidence: float | None, *, fallback_tasks: Sequence[str] = ()) -> UploadResult:
+        """Merge into a near duplicate of the same type, or insert. ``fallback_tasks``: what
+        :meth:`prepare` had the rules do (a new memory keeps them as marks for redo_fallbacks)."""
         store.set_ef_search(conn, self.settings.hnsw_ef_search)
         store.lock_type(conn, memory_type)
         near = [(c, sim) for c, sim in store.nearest_of_type(conn, memory_type, embedding, k=3)
@@ -125,13 +128,15 @@ class MemoryService:
             if content_sim >= self.settings.dedup_similarity_threshold or (
                     content_sim >= self.settings.dedup_soft_threshold and self._same(candidate, body)):
                 return self._merge(conn, candidate, sim, body, tags, prov, tools_used)
-        l0, l1 = self._summaries(body)
+        (l0, l1), summary_fell_back = self._summaries_answer(body)
         record = MemoryRecord(
             id="", memory_type=memory_type, tags=tags, summary_l0=l0, overview_l1=l1, kind=kind,
             tools_used=list(tools_used or []), confidence=confidence, agent_id=prov.agent_id,
             segment_id=prov.segment_id, session_file=prov.session_file, start_line=prov.start_line,
             end_line=prov.end_line, **body)
         store.insert_record(conn, record, embedding)
+        marks_store.update_fallback_marks(conn, record.id,
+                                          add=[*fallback_tasks, *(["summarize"] if summary_fell_back else [])])
         # between batch runs a new memory joins the nearest close-enough cluster (same transaction)
         cluster_store.assign_to_nearest(conn, record.id, embedding, self.settings.cluster_similarity_threshold,
                                         int(self.settings.embedding_dim))
@@ -141,19 +146,25 @@ class MemoryService:
                                tools_used=record.tools_used, start_line=prov.start_line, end_line=prov.end_line)
         return UploadResult(record, "inserted")
 
-    def prepare(self, candidate: dict[str, Any]) -> tuple[str, dict[str, str], list[str], np.ndarray]:
+    def prepare(self, candidate: dict[str, Any]) -> tuple[str, dict[str, str], list[str], np.ndarray, list[str]]:
         """Redact, classify and embed, outside any transaction (the slow part of an upload).
 
         Segment extraction prepares all of a segment's memories first, then stores them
-        with :meth:`store_prepared` in one transaction."""
+        with :meth:`store_prepared` in one transaction. The last item lists the tasks the
+        rules did because the LLM failed (``["classify_memory"]`` or none), for the marks."""
         body = {k: self.redactor.redact(candidate.get(k) or "") for k in ("content", "context", "resolution")}
         tags = sorted({self.redactor.redact(str(t).strip().lower())
                        for t in candidate.get("tags") or [] if t and str(t).strip()})
         # Server-side extraction already read the type off the evidence (an error fixed, a
         # correction, ...); otherwise classify like any upload.
-        memory_type = candidate.get("type_hint") or self._classify(body, tags)
+        fell_back: list[str] = []
+        memory_type = candidate.get("type_hint")
+        if not memory_type:
+            answer = self.ctx.fallback.run("classify_memory", body["content"], body["context"], body["resolution"],
+                                           tags)
+            memory_type, fell_back = answer.value, (["classify_memory"] if answer.fell_back else [])
         self.check_embedding_profile()
-        return memory_type, body, tags, self._embed(body)
+        return memory_type, body, tags, self._embed(body), fell_back
 
     def _merge(self, conn, candidate: MemoryRecord, sim: float, body: dict[str, str], tags: list[str],
                prov: Provenance, tools_used: Sequence[str] | None = None) -> UploadResult:
@@ -173,19 +184,19 @@ class MemoryService:
             pending = True
         summaries = embedding = None
         if new_body is not None:
-            summaries = self._summaries(new_body)
+            summaries, fell_back = self._summaries_answer(new_body)
             embedding = self._embed(new_body)
+            marks_store.update_fallback_marks(conn, candidate.id, **_marks({"summarize": fell_back}))
         store.update_after_merge(conn, candidate.id, tags=merged_tags, body=new_body, summaries=summaries,
                                  embedding=embedding, merge_pending=pending)
         [record] = store.get_records(conn, [candidate.id])
         return UploadResult(record, "merged", sim, pending)
 
-    def _classify(self, body: dict[str, str], tags: list[str]) -> str:
-        return self.ctx.fallback.classify_memory(body["content"], body["context"], body["resolution"], tags)
-
-    def _summaries(self, body: dict[str, str]) -> tuple[str, str]:
-        l0, l1 = self.ctx.fallback.summarize(body["content"], body["context"], body["resolution"])
-        return truncate_to_tokens(l0, L0_TOKENS), truncate_to_tokens(l1, L1_TOKENS)
+    def _summaries_answer(self, body: dict[str, str]) -> tuple[tuple[str, str], bool]:
+        """The summaries, and whether the rules wrote them (the LLM failed)."""
+        answer = self.ctx.fallback.run("summarize", body["content"], body["context"], body["resolution"])
+        l0, l1 = answer.value
+        return (truncate_to_tokens(l0, L0_TOKENS), truncate_to_tokens(l1, L1_TOKENS)), answer.fell_back
 
     def _same(self, candidate: MemoryRecord, body: dict[str, str]) -> bool:
         return self.ctx.fallback.same_memory(candidate.body(), body)
@@ -352,10 +363,13 @@ class MemoryService:
         except LLMError:
             merged = existing
         new_body = merged if merged != existing else None
+        summaries = None
+        if new_body:
+            summaries, fell_back = self._summaries_answer(new_body)
+            marks_store.update_fallback_marks(conn, keep.id, **_marks({"summarize": fell_back}))
         store.update_after_merge(
             conn, keep.id, tags=sorted(set(keep.tags) | set(drop.tags)), body=new_body,
-            summaries=self._summaries(new_body) if new_body else None,
-            embedding=self._embed(new_body) if new_body else None, merge_pending=False)
+            summaries=summaries, embedding=self._embed(new_body) if new_body else None, merge_pending=False)
         store.add_hits(conn, [keep.id], drop.hit_count)
         feedback_store.move_memory_feedback(conn, drop.id, keep.id)
         store.delete_records(conn, [drop.id])
@@ -406,10 +420,14 @@ class MemoryService:
             if not remaining or memory_id not in before:
                 doomed.add(memory_id)
                 continue
-            body = _body(remaining[0])
+            body, merge_fell_back = _body(remaining[0]), False
             for extra in remaining[1:]:
-                body = self.ctx.fallback.merge_memories(body, _body(extra))
-            store.replace_body(conn, memory_id, body, self._summaries(body), self._embed(body))
+                answer = self.ctx.fallback.run("merge_memories", body, _body(extra))
+                body, merge_fell_back = answer.value, merge_fell_back or answer.fell_back
+            summaries, summary_fell_back = self._summaries_answer(body)
+            store.replace_body(conn, memory_id, body, summaries, self._embed(body))
+            marks_store.update_fallback_marks(conn, memory_id, **_marks({"merge_memories": merge_fell_back,
+                                                                         "summarize": summary_fell_back}))
             store.set_provenance(conn, memory_id, **_remaining_provenance(before[memory_id], remaining,
                                                                            gone.get(memory_id, [])))
             rebuilt.append(memory_id)
@@ -468,6 +486,12 @@ class ForgetResult:
     sessions: list[dict[str, Any]] = field(default_factory=list)
     #: source paths of the deleted raw archive rows
     archived_paths: list[str] = field(default_factory=list)
+
+
+def _marks(fell_back: dict[str, bool]) -> dict[str, list[str]]:
+    """Fallback marks to add (the rules answered) and to clear (the LLM did the task afresh)."""
+    return {"add": [t for t, fell in fell_back.items() if fell],
+            "clear": [t for t, fell in fell_back.items() if not fell]}
 
 
 def _body(row: dict[str, Any]) -> dict[str, str]:
