@@ -14,7 +14,7 @@ import os
 import socket
 import uuid
 from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterator, Sequence, TypeVar
 
 import sqlalchemy as sa
 
@@ -64,18 +64,24 @@ def claimed_items(engine: sa.Engine, claim: Callable[[sa.Connection, int, list[s
 
 
 @contextmanager
-def lease(engine: sa.Engine, name: str, lease_seconds: float) -> Iterator[tuple[str, str | None]]:
+def lease(engine: sa.Engine, name: str, lease_seconds: float, *, after: Sequence[str] = ()
+          ) -> Iterator[tuple[str, str | None]]:
     """Hold the store-wide lease ``name`` for the block: yields (our holder id, None), or
-    (our holder id, the live holder's id) when another worker has it and the step should
-    be skipped. Every acquisition has its own holder id, so two runs in one process exclude
-    each other too."""
+    (our holder id, why not) when the step should be skipped: "held by <holder>" when
+    another live worker runs it, "upstream work held by <holder>" when another worker still
+    holds claims on sessions or segments (or the leases named in ``after``), whose output
+    this step would miss; that worker runs the step itself when it is done. Every
+    acquisition has its own holder id, so two runs in one process exclude each other too."""
     holder = f"{worker_id()}/{uuid.uuid4().hex[:8]}"
     with engine.begin() as conn:
-        other = store.acquire_lease(conn, name, holder, lease_seconds)
+        upstream = store.live_claim_holder(conn, worker_id())
+        upstream = upstream or next((h for h in (store.lease_holder(conn, n) for n in after) if h), None)
+        other = None if upstream else store.acquire_lease(conn, name, holder, lease_seconds)
+    busy = f"upstream work held by {upstream}" if upstream else (f"held by {other}" if other else None)
     try:
-        yield holder, other
+        yield holder, busy
     finally:
-        if other is None:
+        if busy is None:
             with engine.begin() as conn:
                 store.release_lease(conn, name, holder)
 

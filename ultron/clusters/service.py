@@ -56,7 +56,8 @@ class ClusteringReport:
     pipeline: str = ""
     seconds: float = 0.0
     sizes: list[dict[str, Any]] = field(default_factory=list)
-    #: "held by <worker>" when another worker's run held the clustering lease, so this one did nothing.
+    #: Why this run did nothing: "held by <worker>" (another worker's run holds the clustering
+    #: lease) or "upstream work held by <worker>" (it still claims sessions or segments).
     skipped_run: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,10 +99,10 @@ class ClusterService:
         start = time.perf_counter()
         # A second worker arriving mid-run skips instead of waiting and redoing it (and its LLM
         # topic calls); an expired lease (a crashed run) is taken over.
-        with lease(self.db.engine, LEASE, self.settings.claim_lease_seconds) as (_me, other):
-            if other is not None:
-                log.info("clustering skipped: held by %s", other)
-                return ClusteringReport(skipped_run=f"held by {other}")
+        with lease(self.db.engine, LEASE, self.settings.claim_lease_seconds) as (_me, busy):
+            if busy is not None:
+                log.info("clustering skipped: %s", busy)
+                return ClusteringReport(skipped_run=busy)
             with self.db.engine.connect() as holder:
                 # forget takes this lock too: it waits for a run and a run waits for it
                 store.lock_run(holder)

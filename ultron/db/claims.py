@@ -132,3 +132,23 @@ def renew_lease(conn: sa.Connection, name: str, holder: str, lease_seconds: floa
 
 def release_lease(conn: sa.Connection, name: str, holder: str) -> None:
     conn.execute(sa.text("DELETE FROM work_leases WHERE name = :n AND holder = :h"), {"n": name, "h": holder})
+
+
+def live_claim_holder(conn: sa.Connection, other_than: str) -> str | None:
+    """A worker other than ``other_than`` holding a live claim on a session or segment, if any:
+    a store-wide step started now would miss what it is still producing."""
+    return conn.execute(sa.text(
+        """
+        (SELECT claimed_by FROM trajectory_records
+         WHERE claimed_by IS NOT NULL AND claimed_by <> :me AND claim_expires_at >= now() LIMIT 1)
+        UNION ALL
+        (SELECT claimed_by FROM task_segments
+         WHERE claimed_by IS NOT NULL AND claimed_by <> :me AND claim_expires_at >= now() LIMIT 1)
+        LIMIT 1
+        """), {"me": other_than}).scalar_one_or_none()
+
+
+def lease_holder(conn: sa.Connection, name: str) -> str | None:
+    """Who holds the live lease ``name``, if anyone."""
+    return conn.execute(sa.text("SELECT holder FROM work_leases WHERE name = :n AND expires_at >= now()"),
+                        {"n": name}).scalar_one_or_none()

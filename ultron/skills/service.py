@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ultron.claims import lease, renew
+from ultron.clusters.service import LEASE as CLUSTERING_LEASE
 from ultron.embeddings.query_cache import QUERIES
 from ultron.context import ServiceContext
 from ultron.db import feedback as feedback_store
@@ -52,7 +53,8 @@ class EvolutionReport:
     llm_calls: int = 0
     seconds: float = 0.0
     exported: dict[str, Any] | None = None      # the ULTRON_SKILLS_EXPORT_DIR sync, when set
-    #: "held by <worker>" when another worker's run held the evolution lease, so this one did nothing.
+    #: Why this run did nothing: "held by <worker>" (another worker's run holds the evolution
+    #: lease) or "upstream work held by <worker>" (claims, or a clustering run, in progress).
     skipped_run: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,10 +91,10 @@ class SkillService:
         lease_s = self.settings.claim_lease_seconds
         # A second worker arriving mid-run skips instead of waiting and then paying for the same
         # LLM calls; an expired lease (a crashed run) is taken over.
-        with lease(self.db.engine, LEASE, lease_s) as (me, other):
-            if other is not None:
-                log.info("skill evolution skipped: held by %s", other)
-                report.skipped_run = f"held by {other}"
+        with lease(self.db.engine, LEASE, lease_s, after=(CLUSTERING_LEASE,)) as (me, busy):
+            if busy is not None:
+                log.info("skill evolution skipped: %s", busy)
+                report.skipped_run = busy
                 return report
             with self.db.engine.connect() as lock_conn:
                 # forget takes this lock too: it waits for a run and a run waits for it
