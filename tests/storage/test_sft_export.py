@@ -275,3 +275,49 @@ def test_real_airline_sessions_export_and_pass_the_check(client, home):
     assert svc.export_sft_dataset().manifest["counts"]["selected"] == stats["sft_eligible"]
     for name, result in validate_export(export.directory).items():
         assert result.passed and result.lines == counts[name.split(".")[0]], (name, result.errors[:3])
+
+
+# A writer holding a staging dir the way an export does: it says "ready" once it has
+# written something, then waits on stdin (to be killed, or to stay alive meanwhile).
+STAGING_WRITER = """
+import sys
+from pathlib import Path
+from ultron.sft.staging import staging_dir
+with staging_dir(Path(sys.argv[1]), sys.argv[2]) as tmp:
+    (tmp / "train.openai.jsonl").write_text("{}\\n" * 1000)
+    print("ready", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_killed_exports_tmp_dir_is_removed_by_the_next_export_but_a_live_exports_is_kept(client, home):
+    import subprocess
+    import sys
+
+    svc = service(client, home)
+    root = home / "sft"
+    root.mkdir(parents=True)
+    legacy = root / ".tmp-20250101T000000000000Z-dead00"  # killed under a version without writer locks
+    legacy.mkdir()
+    (legacy / "train.openai.jsonl").write_text("{}\n", encoding="utf-8")
+    killed_id, live_id = "20250102T000000000000Z-dead01", "20250103T000000000000Z-live02"
+    writers = {name: subprocess.Popen([sys.executable, "-c", STAGING_WRITER, str(root), name], text=True,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+               for name in (killed_id, live_id)}
+    try:
+        for proc in writers.values():
+            assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        writers[killed_id].kill()  # SIGKILL mid-export: no cleanup of its own runs
+        writers[killed_id].wait(timeout=30)
+
+        export = svc.export_sft_dataset()
+        assert export.directory.is_dir()
+        assert not legacy.exists() and not (root / f".tmp-{killed_id}").exists()
+        assert (root / f".tmp-{live_id}" / "train.openai.jsonl").is_file()  # still being written
+        assert [p.name for p in root.iterdir() if p.name.startswith(".")] == [f".tmp-{live_id}"]
+    finally:
+        for proc in writers.values():
+            proc.communicate(timeout=30)  # closing stdin lets the live writer finish
+    assert writers[live_id].returncode == 0
+    svc.export_sft_dataset()  # its writer has gone now, so the next export clears it too
+    assert not [p for p in root.iterdir() if p.name.startswith(".")]

@@ -6,9 +6,10 @@ streams the same examples into a new directory ``{sft_dir}/{export_id}/``:
     train.openai.jsonl  validation.openai.jsonl  train.sharegpt.jsonl  validation.sharegpt.jsonl
     manifest.json
 
-The directory is written under a temporary name and renamed when complete, so a reader
-never sees half an export; ``{sft_dir}/latest`` (a symlink) and ``{sft_dir}/latest.json``
-then point at the newest one.
+The directory is written under a temporary name (fsynced, then renamed when complete),
+so a reader never sees half an export; ``{sft_dir}/latest`` (a symlink) and
+``{sft_dir}/latest.json`` then point at the newest one. The temporary directory of an
+export killed mid-write is removed by the next export (:mod:`ultron.sft.staging`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ultron.db import sft as store
 from ultron.db.database import Database
 from ultron.settings import Settings
+from ultron.sft import staging
 from ultron.sft.conversation import clean_conversation
 from ultron.sft.formats import infer_tools, openai_record, redact_messages, sharegpt_record
 from ultron.sft.split import SPLITS, split_of
@@ -186,6 +188,9 @@ def export_dataset(db: Database, settings: Settings, *, min_score: float, task_t
     """``reuse_unchanged``: when the latest export selected exactly what this one would
     (same filters, same segments and scores), return it instead of writing a copy; the
     asset re-runs whenever upstream scores change and should not pile up identical exports."""
+    root = settings.sft_dir
+    root.mkdir(parents=True, exist_ok=True)
+    staging.remove_abandoned(root)  # left by exports killed mid-write
     candidates = _select(db, min_score=min_score, task_type=task_type, limit=limit)
     digest = selection_digest(candidates, settings, min_score=min_score, task_type=task_type, limit=limit)
     if reuse_unchanged:
@@ -194,10 +199,20 @@ def export_dataset(db: Database, settings: Settings, *, min_score: float, task_t
             return latest
     created = now or datetime.now(timezone.utc)
     export_id = f"{created.strftime('%Y%m%dT%H%M%S%fZ')}-{secrets.token_hex(3)}"
-    root = settings.sft_dir
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".tmp-{export_id}"
-    tmp.mkdir()
+    with staging.staging_dir(root, export_id) as tmp:
+        manifest = _write(db, settings, tmp, root / export_id, export_id=export_id, created=created,
+                          digest=digest, candidates=candidates, min_score=min_score, task_type=task_type,
+                          limit=limit, progress=progress)
+    _point_latest(root, export_id)
+    final = root / export_id
+    return SFTExport(export_id, final, {key: final / f"{key}.jsonl" for key in FILE_KEYS}, manifest)
+
+
+def _write(db: Database, settings: Settings, tmp: Path, final: Path, *, export_id: str, created: datetime,
+           digest: str, candidates: list[store.SFTCandidate], min_score: float, task_type: str | None,
+           limit: int | None, progress: Progress | None) -> dict[str, Any]:
+    """Write the export into ``tmp`` and rename it to ``final``: every file and the directory
+    are fsynced first, so after a crash the export is either whole or absent."""
     run = _Run()
     try:
         handles = {key: open(tmp / f"{key}.jsonl", "w", encoding="utf-8") for key in FILE_KEYS}
@@ -252,13 +267,13 @@ def export_dataset(db: Database, settings: Settings, *, min_score: float, task_t
                                            encoding="utf-8")
         for path in tmp.iterdir():
             _fsync(path)
-        final = root / export_id
+        staging.fsync_dir(tmp)
         os.rename(tmp, final)
+        staging.fsync_dir(final.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _point_latest(root, export_id)
-    return SFTExport(export_id, final, {key: final / f"{key}.jsonl" for key in FILE_KEYS}, manifest)
+    return manifest
 
 
 def _line(record: dict[str, Any]) -> str:
