@@ -13,7 +13,6 @@ from ultron.embeddings.remote import OpenAIEmbedder
 from ultron.llm.client import ChatJSONClient
 from ultron.llm.errors import LLMInvalidAnswer, LLMUnavailable
 from ultron.llm.jsonparse import NoJSON, parse_lenient
-from ultron.llm.retry import full_jitter
 from ultron.prompts.segmentation import validate_cover
 from ultron.testing.fake_openai import FakeOpenAI, Reply
 
@@ -86,7 +85,7 @@ def test_completion_missing_choices_message_or_content_is_reasked_then_invalid(s
 @pytest.mark.parametrize("almost", [
     '{"tasks": [{"start": 1, "end": 2, "topic": "csv"}, {"start": 3, "end": 4, "topic": "docker"},],}',
     "{'tasks': [{'start': 1, 'end': 2, 'topic': 'csv'}, {'start': 3, 'end': 4, 'topic': 'docker'}]}",
-    '```json\n{\n  // two tasks\n  "tasks": [{"start": 1, "end": 2, "topic": "csv"},\n'
+    '```json\n{\n  // two tasks\n  "tasks": [{"start": 1, "end": 2, "topic": "csv"},  // the first\n'
     '            {"start": 3, "end": 4, "topic": "docker"}]\n}\n```',
 ])
 def test_almost_json_answers_are_repaired(server, almost):
@@ -105,6 +104,8 @@ def test_repair_never_turns_prose_into_an_answer():
 
 
 def test_backoff_has_full_jitter_and_still_honours_retry_after(server):
+    from ultron.llm.retry import full_jitter
+
     random.seed(7)
     waits = [full_jitter(1.0) for _ in range(200)]
     assert all(0 <= w <= 1.0 for w in waits) and len(set(waits)) > 150
