@@ -288,8 +288,8 @@ class Ultron:
     def run_maintenance(self, batch_size: int = 100_000) -> dict[str, Any]:
         """Everything the maintenance schedule does, in its order (``ultron.maintenance.STEPS``,
         the one definition the Dagster job runs too): refresh (re-ingest session files changed on
-        disk and inbox files never ingested) → segment → label → extract → tier rebalance →
-        clustering → skill evolution → consolidation (if enabled) → raw archive purge."""
+        disk and inbox files never ingested) → segment → label → extract → redo rules fallbacks →
+        tier rebalance → clustering → skill evolution → consolidation (if enabled) → raw archive purge."""
         from ultron.maintenance import run_maintenance
 
         return run_maintenance(self, batch_size=batch_size)
