@@ -272,7 +272,7 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
     steps = {k: summary[k] for k in ("segmented", "labeled", "extracted") if k in summary}
     print("pending work\n" + fmt.counts_table({f"{k} (sessions)" if k == "segmented" else f"{k} (segments)": v
                                                for k, v in steps.items()}, key_header="step"))
-    for key in ("tiers", "clusters", "skills"):
+    for key in ("fallbacks_redone", "tiers", "clusters", "skills"):
         if key in summary:
             print()
             print(fmt.mapping(key, summary[key]))
