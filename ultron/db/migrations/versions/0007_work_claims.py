@@ -31,6 +31,11 @@ def upgrade() -> None:
     for table in ("trajectory_records", "task_segments"):
         op.add_column(table, sa.Column("claimed_by", sa.Text))
         op.add_column(table, sa.Column("claim_expires_at", TS))
+    # Workers claim segments awaiting extraction (ultron.db.claims): a partial index keeps the
+    # claim query off the done rows, nearly all of them in a grown store (pending sessions and
+    # unlabeled segments have theirs since 0001).
+    op.create_index("ix_task_segments_unextracted", "task_segments", ["created_at", "id"],
+                    postgresql_where=sa.text("labeled = 1 AND memory_extracted = 0"))
     op.create_table(
         "work_leases",
         sa.Column("name", sa.Text, primary_key=True),
@@ -48,6 +53,7 @@ def downgrade() -> None:
     op.drop_index("ix_memory_records_fallback", table_name="memory_records")
     op.drop_column("memory_records", "fallback_tasks")
     op.drop_table("work_leases")
+    op.drop_index("ix_task_segments_unextracted", table_name="task_segments")
     for table in ("trajectory_records", "task_segments"):
         op.drop_column(table, "claim_expires_at")
         op.drop_column(table, "claimed_by")
