@@ -107,7 +107,10 @@ class SkillService:
                     report.ready = len(ready)
                     for cluster in ready:
                         self._evolve(cluster, report)
-                        renew(self.db.engine, LEASE, me, lease_s)  # many clusters may outlast one lease
+                        # many clusters may outlast one lease; a lost one was taken over
+                        if not renew(self.db.engine, LEASE, me, lease_s):
+                            log.warning("skill evolution stopped: its lease expired and was taken over")
+                            break
                 finally:
                     store.unlock_evolution(lock_conn)
                     lock_conn.commit()
