@@ -169,7 +169,8 @@ REPORTERS: dict[str, Callable[[Context, Ultron, Any], None]] = {
 
 #: steps over the whole memory store: they share the assets' pool, so a maintenance run and an
 #: automation run of tiers/clusters/skills never both run (one waits queued, not in a run slot)
-STORE_WIDE_STEPS = frozenset({"rebalance_tiers", "cluster_memories", "evolve_skills", "consolidate_memories"})
+STORE_WIDE_STEPS = frozenset({"redo_fallbacks", "rebalance_tiers", "cluster_memories", "evolve_skills",
+                              "consolidate_memories"})
 
 
 def _step_op(step: Step) -> dg.OpDefinition:

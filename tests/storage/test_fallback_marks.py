@@ -144,3 +144,28 @@ def test_a_merge_rebuilt_by_the_rules_after_forget_is_marked_and_re_merged(clien
         [after] = svc.get_memory_details([first.id])
         assert after.content == "LLM merged: pandas missing in the image" and after.summary_l0 == "pandas missing"
         assert memories(client)[0]["fallback_tasks"] == []
+
+
+def test_a_second_worker_does_not_redo_the_marks_another_worker_is_redoing(client, monkeypatch):
+    """Two maintenance workers would both ask the LLM again for the same marked memories."""
+    import sqlalchemy as sa
+
+    rec = client.upload_memory("deploy.sh failed with permission denied", "deploying", "chmod +x deploy.sh")
+    with client.db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE memory_records SET fallback_tasks = '{summarize}' WHERE id = :id"),
+                     {"id": rec.id})
+        conn.execute(sa.text("INSERT INTO work_leases (name, holder, expires_at) VALUES "
+                             "('redo_fallbacks', 'other:1', now() + interval '1 hour')"))
+    with FakeOpenAI(Endpoint()) as server:
+        monkeypatch.setenv("ULTRON_LLM_PROVIDER", "openai")
+        monkeypatch.setenv("ULTRON_LLM_BASE_URL", server.url)
+        monkeypatch.setenv("ULTRON_LLM_MAX_RETRIES", "0")
+        worker = Ultron(db=client.db)
+        try:
+            assert redo_fallbacks(worker.memory) == [] and server.calls == 0     # left to the live holder
+            with client.db.engine.begin() as conn:
+                conn.execute(sa.text("UPDATE work_leases SET expires_at = now() - interval '1 second'"))
+            assert [r.memory_id for r in redo_fallbacks(worker.memory)] == [rec.id] and server.calls > 0
+        finally:
+            with client.db.engine.begin() as conn:
+                conn.execute(sa.text("DELETE FROM work_leases"))

@@ -93,3 +93,14 @@ def test_clustering_waits_for_a_worker_still_claiming_segments(client):
     assert client.clusters.run_clustering().skipped_run == "upstream work held by busy-worker"
     _claim(client, "trajectory_records", record, "busy-worker", -1)
     assert client.clusters.run_clustering().skipped_run is None
+
+
+def test_consolidation_skips_while_another_worker_consolidates_and_takes_over_an_expired_lease(client):
+    client.upload_memory("pip install fails behind the proxy with an SSL error", "", "set REQUESTS_CA_BUNDLE")
+    with client.db.engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO work_leases (name, holder, expires_at) VALUES "
+                             "('consolidate_memories', 'other:3', now() + interval '1 hour')"))
+    assert client.memory.consolidate() == {"examined": 0, "merged": 0, "skipped": "held by other:3"}
+    with client.db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE work_leases SET expires_at = now() - interval '1 second'"))
+    assert client.memory.consolidate() == {"examined": 1, "merged": 0}

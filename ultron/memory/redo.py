@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from ultron.claims import lease
 from ultron.db import fallback_marks as marks_store
 from ultron.db import memories as store
 from ultron.llm.errors import LLMError
@@ -38,9 +39,15 @@ def redo_fallbacks(memory: MemoryService, batch_size: int = 100) -> list[Redo]:
     """Every marked memory (up to ``batch_size``) redone by the LLM; [] with the rules provider."""
     if memory.provider.name == "rules":
         return []
-    with memory.db.engine.connect() as conn:
-        marked = marks_store.marked_for_redo(conn, batch_size)
-    return [_redo(memory, memory_id, tasks) for memory_id, tasks in marked]
+    # one worker redoes the marks; a second arriving meanwhile skips rather than asking the
+    # LLM the same questions again (the lease expires if the first one dies)
+    with lease(memory.db.engine, "redo_fallbacks", memory.settings.claim_lease_seconds) as (_me, busy):
+        if busy is not None:
+            log.info("fallback redo skipped: %s", busy)
+            return []
+        with memory.db.engine.connect() as conn:
+            marked = marks_store.marked_for_redo(conn, batch_size)
+        return [_redo(memory, memory_id, tasks) for memory_id, tasks in marked]
 
 
 def _redo(memory: MemoryService, memory_id: str, tasks: list[str]) -> Redo:

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ultron.embeddings.query_cache import QUERIES
+from ultron.claims import lease
 from ultron.context import EmbeddingProfileMismatch, ServiceContext
 from ultron.db import clusters as cluster_store
 from ultron.db import fallback_marks as marks_store
@@ -319,10 +320,19 @@ class MemoryService:
             return store.rebalance_tiers(conn, s.hot_percentile, s.warm_percentile, s.cold_ttl_days,
                                          demote_after=s.feedback_demote_after)
 
-    def consolidate(self, max_merges: int = 100, batch_size: int = 500) -> dict[str, int]:
+    def consolidate(self, max_merges: int = 100, batch_size: int = 500) -> dict[str, Any]:
         """Merge near-duplicate pairs already in the store (same type, cosine of the memories and
         of their contents >= the dedup threshold), batch-wise, each pair found through the HNSW index. The older record
-        absorbs the newer one: contributions, hits and tags move over, bodies are merged."""
+        absorbs the newer one: contributions, hits and tags move over, bodies are merged. A
+        second worker arriving while another consolidates skips (``skipped``) instead of
+        examining the same pairs again."""
+        with lease(self.db.engine, "consolidate_memories", self.settings.claim_lease_seconds) as (_me, busy):
+            if busy is not None:
+                log.info("consolidation skipped: %s", busy)
+                return {"examined": 0, "merged": 0, "skipped": busy}
+            return self._consolidate(max_merges, batch_size)
+
+    def _consolidate(self, max_merges: int, batch_size: int) -> dict[str, Any]:
         merged = examined = 0
         after = ""
         while merged < max_merges:
