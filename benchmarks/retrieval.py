@@ -424,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--embedder", choices=("minilm", "hash"), default="minilm",
                     help="minilm (default settings) or hash (fast smoke run; meaningless figures)")
     ap.add_argument("--skip-lessons", action="store_true", help="only the LoCoMo part")
+    ap.add_argument("--skip-locomo", action="store_true", help="only the lessons set")
     ap.add_argument("--limit-questions", type=int, metavar="N", help="at most N questions per conversation")
     ap.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
                     help="a Settings override for this run, e.g. search_dense_weight=0.4 (repeatable)")
@@ -434,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
         overrides[key.strip()] = _setting_value(value.strip())
     print(machine_line())
     t0 = time.perf_counter()
-    run_locomo(args, overrides)
+    if not args.skip_locomo:
+        run_locomo(args, overrides)
     if not args.skip_lessons:
         run_lessons(overrides)
     print(f"\ntotal {time.perf_counter() - t0:.1f} s")

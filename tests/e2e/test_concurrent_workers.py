@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -22,13 +21,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from ultron.heuristics.segmenter import segment_window
-from ultron.sessions.messages import Message
+from ultron.testing.cooperative_llm import answer, task_of
 from ultron.testing.fake_openai import FakeOpenAI, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-RENDERED = re.compile(r"^\[(\d+)\] (system|user|assistant|tool)(?: \(sub-agent\))?: (.*)$")
 #: Each reply waits this long, like a (very fast) real model: the workers' runs overlap.
 DELAY = 0.05
 
@@ -48,54 +45,8 @@ print(json.dumps({k: report[k] for k in ("segmented", "labeled", "extracted")} |
 """
 
 
-def _messages(user: str) -> list[Message]:
-    msgs: list[Message] = []
-    for line in user.split("\n"):
-        m = RENDERED.match(line)
-        if m:
-            msgs.append(Message(m.group(2), m.group(3)))
-        elif msgs:
-            msgs[-1].content += "\n" + line
-    return msgs
-
-
-def _answer(body: dict[str, Any]) -> Any:
-    """What a cooperative model would say, deterministically, to each of Ultron's prompts."""
-    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-    if "split an AI agent's conversation" in system:
-        return {"tasks": [{"start": s, "end": e, "topic": t} for s, e, t in segment_window(_messages(user))]}
-    if "grade how well" in system:
-        return {"goal_achieved": 0.9, "correctness": 0.9, "efficiency": 0.8, "safety": 1.0, "rationale": "fake"}
-    if "write down the lessons" in system:
-        msgs = _messages(user)
-        asked = next((m.content for m in msgs if m.role == "user"), user)[:160].strip() or "the task"
-        done = next((m.content for m in reversed(msgs) if m.role == "assistant"), "")[:200].strip() or "it worked"
-        return {"memories": [{"type": "pattern", "content": f"How to handle: {asked}", "context": asked,
-                              "resolution": done, "tags": ["docker"], "kind": "procedural", "tools_used": [],
-                              "confirmed": True, "confidence": 0.9}]}
-    if "Classify one memory" in system:
-        return {"memory_type": "pattern"}
-    if "Summarise one memory" in system:
-        return {"l0": user[:80], "l1": user[:300]}
-    if "near-duplicates" in system:
-        return {"same": False}
-    if "name a cluster" in system:
-        return {"topic": "docker build problems"}
-    return {}  # skills: not a valid skill, so the rules write it (after the one retry)
-
-
 def _respond(body: dict[str, Any]) -> Reply:
-    return Reply(content=json.dumps(_answer(body)), delay=DELAY)
-
-
-def _kind(body: dict[str, Any]) -> str:
-    system = body["messages"][0]["content"]
-    for needle, kind in (("split an AI", "segment"), ("grade how", "judge"), ("write down the lessons", "extract"),
-                         ("Classify one", "classify"), ("Summarise one", "summarize"), ("name a cluster", "topic"),
-                         ("near-duplicates", "same")):
-        if needle in system:
-            return kind
-    return "other"
+    return Reply(content=json.dumps(answer(body)), delay=DELAY)
 
 
 def _reset(db, home: Path, env: dict[str, str]) -> None:
@@ -148,7 +99,7 @@ def _run_workers(db, home: Path, n: int) -> dict[str, Any]:
             outputs.append(json.loads(out.strip().splitlines()[-1]))
         kinds: dict[str, int] = {}
         for body in list(server.requests):
-            kinds[_kind(body)] = kinds.get(_kind(body), 0) + 1
+            kinds[task_of(body)] = kinds.get(task_of(body), 0) + 1
         calls = server.calls
     return {
         "calls": calls, "kinds": kinds, "workers": outputs,

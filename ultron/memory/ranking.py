@@ -17,7 +17,10 @@ measures any of them end to end):
   but the memory's own words matter more), resolution 1.
 * Fusion by normalised score, not rank: RRF gives both arms equal say, so the weaker dense
   arm drags the fused list below the lexical one; a weighted sum of min-max normalised
-  scores keeps the better arm in charge and still lets a strong dense match in.
+  scores keeps the better arm in charge and still lets a strong dense match in. The dense
+  weight (0.4) is where LoCoMo's recall is still flat (0.766 at 0.25, 0.758 at 0.4) and the
+  lessons set's paraphrased task descriptions, which share few words with their memory, are
+  found (R@5 0.88 at 0.25, 0.92 at 0.4).
 """
 
 from __future__ import annotations
