@@ -26,8 +26,15 @@ def test_minmax_fusion_keeps_the_strong_lexical_match_on_top():
 
 def test_dense_weight_one_is_the_dense_arm_and_zero_the_lexical_arm():
     cands = [_cand("a", 0.9, 1.0, 1, 2), _cand("b", 0.5, 5.0, 2, 1)]
-    assert fused_scores(cands, "minmax", 1.0) == [1.0, 0.0]
+    assert fused_scores(cands, "minmax", 1.0) == [1.0, pytest.approx(0.5 / 0.9)]
     assert fused_scores(cands, "minmax", 0.0) == [pytest.approx(0.2), 1.0]
+
+
+def test_near_equal_memories_stay_near_equal_after_fusion():
+    """Normalising by the candidates' own minimum turned a 0.01 cosine gap into 1 against 0."""
+    cands = [_cand("a", 0.71, 4.0, 1, 1), _cand("b", 0.70, 3.9, 2, 2)]
+    a, b = fused_scores(cands, "minmax", 0.4)
+    assert a == pytest.approx(1.0) and b > 0.97
 
 
 def test_the_floor_drops_distant_rows_without_a_query_word_only():
