@@ -136,6 +136,12 @@ def set_ef_search(conn: sa.Connection, ef: int) -> None:
     conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(ef)}; SET LOCAL hnsw.iterative_scan = relaxed_order")
 
 
+def prepare_search(conn: sa.Connection, ef: int) -> None:
+    """``set_ef_search`` and ``relax_durability`` in one round trip (a search's transaction)."""
+    conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(ef)}; SET LOCAL hnsw.iterative_scan = relaxed_order; "
+                         "SET LOCAL synchronous_commit = off")
+
+
 def relax_durability(conn: sa.Connection) -> None:
     """This transaction's commit does not wait for fsync: for soft state (hit counts) that a
     crash may lose the last few of, so a search never waits on the disk."""

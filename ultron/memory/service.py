@@ -262,8 +262,7 @@ class MemoryService:
         finally:
             hits = lexical.result()
         with self.db.engine.begin() as conn:
-            store.set_ef_search(conn, max(self.settings.hnsw_ef_search, k))
-            store.relax_durability(conn)  # hit counts are soft state
+            store.prepare_search(conn, max(self.settings.hnsw_ef_search, k))  # hit counts are soft state
             candidates = store.dense_candidates(conn, q, hits, k=k, **filters)
             ranked = rank_candidates(candidates, self.settings, limit)
             records = store.take_hits(conn, [c["id"] for c in ranked], 1)
