@@ -110,8 +110,9 @@ def test_the_lexical_arm_scores_exactly_bm25(client):
     with client.db.engine.begin() as conn:
         terms, corpus = store.lexicon_terms(conn, query)
         plan = lexical_plan(terms, corpus, client.settings)
-        rows = store.hybrid_candidates(conn, client.memory.embedder.embed_one(query), plan, k=10,
-                                       tier=None, tags=None, agent_id=None)
+        lexical = store.lexical_candidates(conn, plan, k=10, tier=None, tags=None, agent_id=None)
+        rows = store.dense_candidates(conn, client.memory.embedder.embed_one(query), lexical, k=10,
+                                      tier=None, tags=None, agent_id=None)
     got = {r["id"]: r["bm25"] for r in rows}
     for memory_id, score in expected.items():
         assert got.get(memory_id, 0.0) == pytest.approx(score, rel=1e-6)

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 import sqlalchemy as sa
 
-from ultron.db.memories import vec
+from ultron.db.memories import rewrite_sets
 
 
 def update_fallback_marks(conn: sa.Connection, memory_id: str, *, add: Sequence[str] = (),
@@ -48,15 +48,7 @@ def apply_redo(conn: sa.Connection, memory_id: str, *, seen: dict[str, str], mem
     if memory_type is not None:
         sets.append("memory_type = :memory_type")
         params["memory_type"] = memory_type
-    if body is not None:
-        sets += ["content = :content", "context = :context", "resolution = :resolution"]
-        params.update(body)
-    if summaries is not None:
-        sets += ["summary_l0 = :l0", "overview_l1 = :l1"]
-        params.update(l0=summaries[0], l1=summaries[1])
-    if embedding is not None:
-        sets.append("embedding = CAST(:embedding AS vector)")
-        params["embedding"] = vec(embedding)
+    rewrite_sets(sets, params, body=body, summaries=summaries, embedding=embedding)
     row = conn.execute(sa.text(
         f"UPDATE memory_records SET {', '.join(sets)} WHERE id = :id AND content = :c0 AND context = :x0 "
         "AND resolution = :r0 RETURNING id"), params).first()

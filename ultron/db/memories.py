@@ -137,15 +137,11 @@ def set_ef_search(conn: sa.Connection, ef: int) -> None:
 
 
 def prepare_search(conn: sa.Connection, ef: int) -> None:
-    """``set_ef_search`` and ``relax_durability`` in one round trip (a search's transaction)."""
+    """A search's transaction: ``set_ef_search``, and a commit that does not wait for fsync:
+    it writes only soft state (hit counts) that a crash may lose the last few of, so a search
+    never waits on the disk. One round trip."""
     conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(ef)}; SET LOCAL hnsw.iterative_scan = relaxed_order; "
                          "SET LOCAL synchronous_commit = off")
-
-
-def relax_durability(conn: sa.Connection) -> None:
-    """This transaction's commit does not wait for fsync: for soft state (hit counts) that a
-    crash may lose the last few of, so a search never waits on the disk."""
-    conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
 
 
 def nearest_of_type(conn: sa.Connection, memory_type: str, embedding: np.ndarray, k: int = 3
@@ -200,6 +196,14 @@ def update_after_merge(conn: sa.Connection, memory_id: str, *, tags: list[str], 
     sets = ["tags = :tags", "hit_count = hit_count + 1", "last_hit_at = now()", "updated_at = now()",
             "merge_pending = :pending"]
     params: dict[str, Any] = {"id": memory_id, "tags": tags, "pending": merge_pending}
+    rewrite_sets(sets, params, body=body, summaries=summaries, embedding=embedding)
+    conn.execute(sa.text(f"UPDATE memory_records SET {', '.join(sets)} WHERE id = :id"), params)
+
+
+def rewrite_sets(sets: list[str], params: dict[str, Any], *, body: dict[str, str] | None,
+                 summaries: tuple[str, str] | None, embedding: np.ndarray | None) -> None:
+    """Append the SET clauses (and their parameters) of a rewritten body, summaries and
+    vector, each only when given: a merge and a fallback redo rewrite the same columns."""
     if body is not None:
         sets += ["content = :content", "context = :context", "resolution = :resolution"]
         params.update(body)
@@ -209,7 +213,6 @@ def update_after_merge(conn: sa.Connection, memory_id: str, *, tags: list[str], 
     if embedding is not None:
         sets.append("embedding = CAST(:embedding AS vector)")
         params["embedding"] = vec(embedding)
-    conn.execute(sa.text(f"UPDATE memory_records SET {', '.join(sets)} WHERE id = :id"), params)
 
 
 def add_hits(conn: sa.Connection, ids: Sequence[str], amount: int) -> None:
@@ -343,13 +346,6 @@ def dense_candidates(conn: sa.Connection, embedding: np.ndarray, lexical: dict[s
         row.update(bm25=bm25, lex_rank=lex_rank)
         out.append(row)
     return out
-
-
-def hybrid_candidates(conn: sa.Connection, embedding: np.ndarray, lexical: dict[str, Any] | None, *, k: int,
-                      tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> list[dict[str, Any]]:
-    """Both arms on one connection, one after the other (``dense_candidates`` has the rows)."""
-    hits = lexical_candidates(conn, lexical, k=k, tier=tier, tags=tags, agent_id=agent_id)
-    return dense_candidates(conn, embedding, hits, k=k, tier=tier, tags=tags, agent_id=agent_id)
 
 
 def take_hits(conn: sa.Connection, ids: Sequence[str], amount: int = 1) -> dict[str, MemoryRecord]:

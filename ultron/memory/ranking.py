@@ -1,7 +1,7 @@
 """How a search ranks memories: BM25 for the lexical arm, then fusion with the dense arm.
 
 Pure logic; the SQL that gathers the candidates and their scores is
-``ultron.db.memories.hybrid_candidates`` and the statistics come from
+``ultron.db.memories.lexical_candidates`` / ``dense_candidates`` and the statistics come from
 ``ultron.db.memories.lexicon_terms``.
 
 Why these choices (an offline sweep over the LoCoMo dev turns, Postgres lexemes and MiniLM
@@ -51,7 +51,7 @@ def bm25_idf(docs: float, df: float) -> float:
 
 def lexical_plan(terms: Sequence[tuple[str, int, int]], corpus: dict[str, float], settings: Settings
                  ) -> dict[str, Any] | None:
-    """Parameters of the lexical arm for ``hybrid_candidates``, or None when no query lexeme
+    """Parameters of the lexical arm for ``lexical_candidates``, or None when no query lexeme
     occurs in any memory (stop words only, or words never seen).
 
     ``terms``: (lexeme, count in the query, document frequency). The candidate pool is bounded
