@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from ultron.db import claims as store
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: Items claimed per round trip.
 CLAIM_BATCH = 4
@@ -61,6 +62,24 @@ def claimed_items(engine: sa.Engine, claim: Callable[[sa.Connection, int, list[s
                 with engine.begin() as conn:
                     for item in left:
                         release(conn, item)
+
+
+def work_claimed(engine: sa.Engine, claim: Callable[[sa.Connection, int, list[str]], list[T]],
+                 key: Callable[[T], str], release: Callable[[sa.Connection, T], None], limit: int,
+                 work: Callable[[T], R], done: Callable[[R], bool]) -> list[R]:
+    """``work`` on each item :func:`claimed_items` hands out; an item whose work raised or did
+    not end ``done`` is released, so it is pending again for the next run."""
+    out = []
+    for item in claimed_items(engine, claim, key, release, limit):
+        result = None
+        try:
+            result = work(item)
+        finally:
+            if result is None or not done(result):
+                with engine.begin() as conn:
+                    release(conn, item)
+        out.append(result)
+    return out
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ultron.claims import claimed_items, worker_id
+from ultron.claims import work_claimed, worker_id
 from ultron.db import claims as claim_store
 from ultron.db import segments as segment_store
 from ultron.llm.errors import LLMError
@@ -38,21 +38,16 @@ def extract_from_segments(memory: MemoryService, batch_size: int = 50, *, partit
     (:mod:`ultron.memory.selection`, which also picks the candidates kept)."""
     me, lease = worker_id(), memory.settings.claim_lease_seconds
     floor = memory.settings.trajectory_memory_score_threshold
-    segs = claimed_items(
+    def extract(seg: segment_store.SegmentRow) -> SegmentExtraction:
+        result = SegmentExtraction(seg.id, seg.partition_key, "skipped")
+        _extract_segment(memory, seg, result)
+        return result
+
+    return work_claimed(
         memory.db.engine,
         lambda conn, n, tried: claim_store.claim_extractable(conn, me, lease, n, floor, partition_key, tried),
-        lambda seg: seg.id, lambda conn, seg: claim_store.release_segment(conn, seg.id, me), batch_size)
-    out = []
-    for seg in segs:
-        result = SegmentExtraction(seg.id, seg.partition_key, "skipped")
-        try:
-            _extract_segment(memory, seg, result)
-        finally:
-            if result.status != "extracted":  # pending again for the next run
-                with memory.db.engine.begin() as conn:
-                    claim_store.release_segment(conn, seg.id, me)
-        out.append(result)
-    return out
+        lambda seg: seg.id, lambda conn, seg: claim_store.release_segment(conn, seg.id, me), batch_size,
+        extract, lambda result: result.status == "extracted")
 
 
 def _extract_segment(memory: MemoryService, seg: segment_store.SegmentRow, result: SegmentExtraction) -> None:

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from ultron.claims import claimed_items, worker_id
+from ultron.claims import work_claimed, worker_id
 from ultron.context import ServiceContext
 from ultron.db import claims as claim_store
 from ultron.db import segments as store
@@ -88,21 +88,11 @@ class TrajectoryService:
         """Segment up to ``batch_size`` pending sessions this worker claims; sessions other
         live workers hold are theirs (``ultron.claims``), a failed one is given back."""
         me, lease = worker_id(), self.settings.claim_lease_seconds
-        sessions = claimed_items(
+        return work_claimed(
             self.db.engine,
             lambda conn, n, tried: claim_store.claim_sessions(conn, me, lease, n, partition_key, tried),
-            lambda p: p.record_id, lambda conn, p: claim_store.release_session(conn, p.record_id, me), batch_size)
-        out = []
-        for session in sessions:
-            result = None
-            try:
-                result = self.segment_session(session)
-            finally:
-                if result is None or result.status != "segmented":  # pending again for the next run
-                    with self.db.engine.begin() as conn:
-                        claim_store.release_session(conn, session.record_id, me)
-            out.append(result)
-        return out
+            lambda p: p.record_id, lambda conn, p: claim_store.release_session(conn, p.record_id, me), batch_size,
+            self.segment_session, lambda result: result.status == "segmented")
 
     def segment_session(self, session: store.PendingSession) -> SessionSegmentation:
         result = SessionSegmentation(session.partition_key, session.agent_id, session.session_file, "pending")
@@ -159,21 +149,11 @@ class TrajectoryService:
                 return []
             agent_id, session_file = session.agent_id, session.session_file
         me, lease = worker_id(), self.settings.claim_lease_seconds
-        segs = claimed_items(
+        return work_claimed(
             self.db.engine,
             lambda conn, n, tried: claim_store.claim_unlabeled(conn, me, lease, n, agent_id, session_file, tried),
-            lambda seg: seg.id, lambda conn, seg: claim_store.release_segment(conn, seg.id, me), batch_size)
-        out = []
-        for seg in segs:
-            label = None
-            try:
-                label = self.label_segment(seg)
-            finally:
-                if label is None or label.status != "labeled":
-                    with self.db.engine.begin() as conn:
-                        claim_store.release_segment(conn, seg.id, me)
-            out.append(label)
-        return out
+            lambda seg: seg.id, lambda conn, seg: claim_store.release_segment(conn, seg.id, me), batch_size,
+            self.label_segment, lambda label: label.status == "labeled")
 
     def label_segment(self, seg: store.SegmentRow) -> SegmentLabel:
         out = SegmentLabel(seg.id, seg.agent_id, seg.session_file, seg.start_line, seg.end_line, "pending",
