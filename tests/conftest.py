@@ -77,3 +77,29 @@ def dagster_instance(db, tmp_path_factory):
     )
     with dg.DagsterInstance.from_config(str(home)) as instance:
         yield instance
+
+
+@pytest.fixture
+def project_instance(db, tmp_path, monkeypatch):
+    """An instance from the project's own dagster.yaml (queued runs, monitoring, retries, the
+    ultron_store pool), its storage on a fresh database of the embedded server."""
+    import uuid
+
+    import dagster as dg
+    import sqlalchemy as sa
+
+    name = f"dagster_project_{uuid.uuid4().hex[:8]}"
+    admin = sa.make_url(db.urls.dagster)
+    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    monkeypatch.setenv("ULTRON_DAGSTER_PG_URL", admin.set(database=name).render_as_string(hide_password=False))
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(Path(__file__).resolve().parents[1] / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        yield instance
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    engine.dispose()

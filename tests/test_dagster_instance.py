@@ -6,15 +6,11 @@ advisory lock while holding one of the two run slots). Each test builds an insta
 the real dagster.yaml, on its own database of the embedded Postgres server."""
 
 import logging
-import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import dagster as dg
-import pytest
-import sqlalchemy as sa
 from dagster._core.events import DagsterEvent, RunFailureReason
 from dagster._core.execution.retries import auto_reexecution_should_retry_run
 from dagster._core.instance.config import PoolGranularity
@@ -27,26 +23,6 @@ from resources.run_launcher import UltronRunLauncher
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE_WIDE = ("tiers", "clusters", "skills")
-
-
-@pytest.fixture
-def project_instance(db, tmp_path, monkeypatch):
-    """An instance from the project's dagster.yaml, its storage on a fresh database."""
-    name = f"dagster_faults_{uuid.uuid4().hex[:8]}"
-    admin = sa.make_url(db.urls.dagster)
-    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    monkeypatch.setenv("ULTRON_DAGSTER_PG_URL", admin.set(database=name).render_as_string(hide_password=False))
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(ROOT / "dagster.yaml", home / "dagster.yaml")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        yield instance
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-    engine.dispose()
 
 
 def test_dagster_yaml_enables_run_monitoring_retries_and_a_store_pool_of_one(project_instance):

@@ -8,13 +8,10 @@ queue daemon here), so nothing is ingested."""
 
 import logging
 import math
-import shutil
-import uuid
 from pathlib import Path
 
 import dagster as dg
 import pytest
-import sqlalchemy as sa
 from dagster._core.storage.dagster_run import RunsFilter
 from dagster._core.storage.tags import BACKFILL_ID_TAG
 from dagster._daemon.backfill import execute_backfill_iteration
@@ -34,26 +31,6 @@ LAUNCH = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(b
 
 pytestmark = pytest.mark.skipif(not all((SHARED_DATA / a).is_dir() for a in AGENTS),
                                 reason="../shared/data (claude-code, tau-airline-dev) is absent")
-
-
-@pytest.fixture
-def project_instance(db, tmp_path, monkeypatch):
-    """The project's dagster.yaml (queued runs) on a fresh database of the embedded server."""
-    name = f"dagster_backfill_{uuid.uuid4().hex[:8]}"
-    admin = sa.make_url(db.urls.dagster)
-    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    monkeypatch.setenv("ULTRON_DAGSTER_PG_URL", admin.set(database=name).render_as_string(hide_password=False))
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(ROOT / "dagster.yaml", home / "dagster.yaml")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        yield instance
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-    engine.dispose()
 
 
 def shared_session_keys() -> list[str]:
