@@ -149,7 +149,7 @@ class Settings:
     #: normalised scores) or rrf (reciprocal rank, both arms equal).
     search_fusion: str = "minmax"
     #: ULTRON_SEARCH_DENSE_WEIGHT: the dense arm's share of a minmax-fused score (lexical: the rest).
-    #: LoCoMo's recall peaks at 0.4 and paraphrased task descriptions (the lessons set) need
+    #: LoCoMo's recall holds at 0.4 and paraphrased task descriptions (the lessons set) need
     #: meaning more than words (ultron.memory.ranking has the figures).
     search_dense_weight: float = 0.4
     #: ULTRON_SEARCH_CONTEXT_WEIGHT / ULTRON_SEARCH_RESOLUTION_WEIGHT: BM25F weight of a word of

@@ -11,18 +11,18 @@ measures any of them end to end):
 * BM25 over Postgres ``english`` lexemes ranks turns far better than ``ts_rank`` (no idf, no
   length normalisation) and better than a plain-token BM25, because stemming and stop words
   are applied on both sides. k1 0.9 and b 0.3 (settings): a memory's length says little about
-  its relevance, so it is normalised less than the textbook b 0.75 (+0.01 R@10, chosen in
-  4 of 5 leave-one-conversation-out folds).
+  its relevance, so it is normalised less than the textbook b 0.75 (chosen in 4 of 5
+  leave-one-conversation-out folds of the offline sweep, a throw-away script).
 * Field weights (BM25F): content 1, context 0.5 (the session date and previous turns help,
   but the memory's own words matter more), resolution 1.
 * Fusion by normalised score, not rank: RRF gives both arms equal say, so the weaker dense
   arm drags the fused list below the lexical one; a weighted sum of scores normalised to
   the best candidate's keeps the better arm in charge and still lets a strong dense match
-  in. Normalising to the candidates' minimum as well did as well on LoCoMo (0.766 vs
-  0.763) but made two near-equal memories score 1 and 0 on the dense arm. The dense
-  weight (0.4) is LoCoMo's best (0.760 at 0.25, 0.763 at 0.4, 0.760 at 0.5 in the offline
-  mirror) and finds the lessons set's paraphrased task descriptions, which share few words
-  with their memory (R@5 0.92; 0.88 with the previous minimum-normalised fusion at 0.25).
+  in. Normalising to the candidates' minimum as well did as well on LoCoMo but made two
+  near-equal memories score 1 and 0 on the dense arm. The dense weight (0.4) keeps
+  LoCoMo's recall (``benchmarks/retrieval.py``: R@10 0.754 here, 0.755 with the
+  minimum-normalised fusion at 0.25, separate runs) and finds the lessons set's paraphrased
+  task descriptions, which share few words with their memory (R@5 0.917 against 0.881).
 """
 
 from __future__ import annotations

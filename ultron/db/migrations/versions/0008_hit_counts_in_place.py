@@ -5,8 +5,10 @@ the new row version fits on its page, Postgres updates it in place (a HOT update
 index is touched; when it does not, every index gets a new entry, the HNSW index included,
 which costs milliseconds per row. A memory row is wide (its texts and tsvector stay inline: about
 1.7 kB), so at fillfactor 80 only about a third of the hit updates at 100k memories were HOT
-and counting ten hits took 30 ms at the median; at 50, 95% are HOT and it takes 2 ms, for
-a heap about 1.8 times larger (``benchmarks/search.py``). Existing pages keep their fill
+and counting ten hits took 30 ms at the median; at 50, 95% were HOT and it took 2 ms, for
+a heap about 1.8 times larger (a one-off measurement on the store ``benchmarks/search.py``
+builds, 3,000 random 10-row hit updates, on a busy machine: not a benchmark kept in the
+repository). Existing pages keep their fill
 until they are rewritten (``VACUUM FULL memory_records`` does it at once).
 
 Revision ID: 0008
