@@ -1,29 +1,48 @@
-"""Search latency and recall at 10k and 100k memories (384-d), against two baselines.
+"""Search at 100k and 1M memories (384-d): build cost, disk, latency, recall and memory.
 
-Fills a private store with N memories whose 384-d vectors are clustered like real
-sentence embeddings (unit vectors around a few hundred topic centres), then times:
+Each size gets a store of its own, filled with N memories whose 384-d vectors are clustered
+like real sentence embeddings (unit vectors around 300 topic centres; row i has the same
+vector in every store) and whose texts are LoCoMo dev turns, spread over 50 agents. A
+store is built the way a bulk load should be: secondary indexes dropped, rows COPYed, then
+every index (the HNSW one with ``--maintenance-mem`` and ``--parallel-workers``) rebuilt.
+With ``--keep-home DIR`` the stores live in ``DIR/n<size>`` and a later run reuses them
+(the build figures printed then are the ones recorded when the store was built).
 
-* ``hnsw``: the production path, ``MemoryService.search_memories`` (HNSW ANN + full
-  text, fused, boosted, with hit counting), end to end through Postgres;
-* ``ann only``: the bare pgvector HNSW query (ORDER BY embedding <=> q LIMIT 10);
-* ``numpy exact``: an exact scan of all vectors in memory (the recall reference);
-* ``python loop``: a pure-Python loop over every row computing cosine one by one,
-  the way the reference implementation searches (timed on a sample of queries).
+Per size it prints:
 
-Recall@10 is the overlap of the ANN top 10 with the exact top 10.
+* build time (COPY + lexicon, then the indexes), heap, index and total sizes;
+* ``search_memories``: the production hybrid search end to end (BM25 arm + HNSW arm,
+  fused, boosted, hit counting), with a synthetic query vector and with a real MiniLM
+  query embedding; ``today's``: the search of 86245b9 on the same store, the baseline;
+* the dense arm as production runs it (ef_search, top 40, iterative scan) and its recall@10
+  against ``numpy exact`` (an exact scan in memory); with ``--halfvec``, the same over a
+  ``halfvec`` expression index;
+* a search filtered to one agent among 50: production (one HNSW graph, filter applied
+  during the walk) and, with ``--partitions``, a side table LIST-partitioned by agent with
+  one HNSW index per partition (pgvector's per-tenant pattern);
+* peak RSS of a fresh search process (imports, MiniLM, 50 searches: what ``ultron serve``
+  holds after its first searches) and the private memory of its Postgres backend.
 
-    python benchmarks/search.py [--sizes 10000 100000] [--queries 200]
+Recall@10 is the overlap of the top 10 with the exact top 10.
+
+    python benchmarks/search.py [--sizes 100000 1000000] [--keep-home /work/bench-1m]
+           [--halfvec] [--partitions] [--build-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,35 +51,164 @@ from _support import machine_line, private_home  # noqa: E402
 from retrieval import legacy_search  # noqa: E402
 
 DIM = 384
+CHUNK = 100_000
+AGENTS = 50
 WORDS = ("error timeout docker pandas csv import module permission deploy flight booking refund "
          "cache memory index query token network proxy build test commit branch merge schema").split()
+HNSW_INDEX = "ix_memory_records_embedding"
+HALF_INDEX = "bench_memory_records_embedding_half"
+PARTED = "bench_memories_by_agent"
 
 
-def make_vectors(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarray:
+def centres() -> np.ndarray:
+    c = np.random.default_rng(7).normal(0, 1, (300, DIM)).astype(np.float32)
+    return c / np.linalg.norm(c, axis=1, keepdims=True)
+
+
+def make_vectors(n: int, rng: np.random.Generator, topics: np.ndarray) -> np.ndarray:
     """Unit vectors around topic centres: same-topic cosine about 0.6, like related sentences."""
-    idx = rng.integers(0, len(centres), n)
-    v = centres[idx] + rng.normal(0, 0.8 / math.sqrt(DIM), (n, DIM)).astype(np.float32)
+    idx = rng.integers(0, len(topics), n)
+    v = topics[idx] + rng.normal(0, 0.8 / math.sqrt(DIM), (n, DIM)).astype(np.float32)
     return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
 
 
-def fill(conn, n: int, vectors: np.ndarray, rng: np.random.Generator, start: int = 0,
-         texts: list[tuple[str, str]] | None = None) -> None:
-    """COPY n memories; ``texts`` (content, context) pairs are cycled when given (real language,
-    so the lexical arm meets real word frequencies), else 8 words of a small vocabulary."""
+def store_vectors(size: int, topics: np.ndarray) -> np.ndarray:
+    """Row i's vector, whatever the store's size: generated in seeded chunks of 100k."""
+    parts = [make_vectors(CHUNK, np.random.default_rng([7, c]), topics) for c in range(math.ceil(size / CHUNK))]
+    return np.vstack(parts)[:size]
+
+
+def agent_of(i: int) -> str:
+    return f"agent-{i % AGENTS:02d}"
+
+
+def fill(conn, vectors: np.ndarray, texts: list[tuple[str, str]] | None) -> None:
+    """COPY the memories (binary vectors); ``texts`` (content, context) pairs are cycled when
+    given (real language, so the lexical arm meets real word frequencies), else 8 words."""
+    from pgvector.psycopg import register_vector
+
     raw = conn.connection.driver_connection
+    register_vector(raw)
+    rng = np.random.default_rng(9)
     with raw.cursor() as cur:
         with cur.copy("COPY memory_records (id, memory_type, content, context, resolution, summary_l0, "
-                      "overview_l1, tier, hit_count, embedding) FROM STDIN") as copy:
-            for i in range(n):
-                words = " ".join(rng.choice(WORDS, 8))
-                vec = "[" + ",".join(f"{x:.6f}" for x in vectors[i]) + "]"
+                      "overview_l1, tier, hit_count, agent_id, embedding) FROM STDIN") as copy:
+            for i in range(len(vectors)):
                 if texts:
-                    content, context = texts[(start + i) % len(texts)]
+                    content, context = texts[i % len(texts)]
                     row = (content, context, "", content[:60], content)
                 else:
-                    row = (f"memory {start + i}: {words}", "bench", "resolution " + words, words[:60], words)
-                copy.write_row((str(uuid.UUID(int=start + i + 1)), "error", *row, "WARM",
-                                int(rng.integers(0, 50)), vec))
+                    words = " ".join(rng.choice(WORDS, 8))
+                    row = (f"memory {i}: {words}", "bench", "resolution " + words, words[:60], words)
+                copy.write_row((str(uuid.UUID(int=i + 1)), "error", *row, "WARM", int(rng.integers(0, 50)),
+                                agent_of(i), vectors[i]))
+
+
+def secondary_indexes(conn) -> list[tuple[str, str]]:
+    import sqlalchemy as sa
+
+    return [tuple(r) for r in conn.execute(sa.text(
+        "SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+        "WHERE x.indrelid = 'memory_records'::regclass "
+        "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.oid)"))]
+
+
+def maintenance(conn, args: argparse.Namespace) -> None:
+    conn.exec_driver_sql(f"SET maintenance_work_mem = '{args.maintenance_mem}'; "
+                         f"SET max_parallel_maintenance_workers = {int(args.parallel_workers)}")
+
+
+def build(db, home: Path, size: int, vectors: np.ndarray, texts, args: argparse.Namespace) -> dict[str, Any]:
+    """Bulk-load ``size`` memories (or reuse them): the figures go to ``home/build.json``."""
+    import sqlalchemy as sa
+
+    record = home / "build.json"
+    with db.engine.connect() as conn:
+        have = conn.execute(sa.text("SELECT count(*) FROM memory_records")).scalar_one()
+    if have == size and record.is_file():
+        return json.loads(record.read_text()) | {"reused": True}
+    if have:
+        raise SystemExit(f"{home} holds {have:,} memories, not {size:,}: remove it or use another --keep-home")
+    log(f"building {size:,} memories in {home}")
+    t0 = time.perf_counter()
+    with db.engine.begin() as conn:
+        indexes = secondary_indexes(conn)
+        for name, _ in indexes:
+            conn.execute(sa.text(f"DROP INDEX {name}"))
+        # bulk load: the BM25 statistics are rebuilt once at the end, not row by row
+        conn.execute(sa.text("ALTER TABLE memory_records DISABLE TRIGGER memory_records_lexicon"))
+        fill(conn, vectors, texts)
+        conn.execute(sa.text("ALTER TABLE memory_records ENABLE TRIGGER memory_records_lexicon"))
+        conn.execute(sa.text("SELECT ultron_lexicon_rebuild()"))
+    out: dict[str, Any] = {"size": size, "load_s": time.perf_counter() - t0, "index_s": {},
+                           "maintenance_work_mem": args.maintenance_mem, "parallel_workers": args.parallel_workers,
+                           "built_at": time.strftime("%Y-%m-%d %H:%M")}
+    log(f"loaded in {out['load_s']:.0f} s; indexing")
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        maintenance(conn, args)
+        for name, ddl in indexes:
+            t = time.perf_counter()
+            conn.exec_driver_sql(ddl)
+            out["index_s"][name] = time.perf_counter() - t
+            log(f"  {name}: {out['index_s'][name]:.0f} s")
+        conn.exec_driver_sql("VACUUM (ANALYZE) memory_records")
+    record.write_text(json.dumps(out, indent=1))
+    return out
+
+
+def build_halfvec(db, home: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """A second HNSW index over the same column cast to half precision (an expression index:
+    no new column), built once per store."""
+    record = home / "halfvec.json"
+    if record.is_file():
+        return json.loads(record.read_text())
+    log("building the halfvec index")
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        maintenance(conn, args)
+        t = time.perf_counter()
+        conn.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS {HALF_INDEX} ON memory_records USING hnsw "
+                             f"((embedding::halfvec({DIM})) halfvec_cosine_ops) WITH (m = 16, ef_construction = 64)")
+        out = {"index_s": time.perf_counter() - t}
+    record.write_text(json.dumps(out))
+    return out
+
+
+def build_partitions(db, home: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The per-tenant side table: LIST partitions by agent, each with its own HNSW index."""
+    record = home / "partitions.json"
+    if record.is_file():
+        return json.loads(record.read_text())
+    log("building the partitioned side table")
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        maintenance(conn, args)
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {PARTED}")
+        conn.exec_driver_sql(f"CREATE TABLE {PARTED} (id text, agent_id text NOT NULL, embedding vector({DIM})) "
+                             "PARTITION BY LIST (agent_id)")
+        for a in range(AGENTS):
+            conn.exec_driver_sql(f"CREATE TABLE {PARTED}_{a:02d} PARTITION OF {PARTED} FOR VALUES IN "
+                                 f"('{agent_of(a)}')")
+        t = time.perf_counter()
+        conn.exec_driver_sql(f"INSERT INTO {PARTED} SELECT id, agent_id, embedding FROM memory_records")
+        load = time.perf_counter() - t
+        t = time.perf_counter()
+        conn.exec_driver_sql(f"CREATE INDEX ON {PARTED} USING hnsw (embedding vector_cosine_ops) "
+                             "WITH (m = 16, ef_construction = 64)")
+        out = {"load_s": load, "index_s": time.perf_counter() - t}
+        conn.exec_driver_sql(f"ANALYZE {PARTED}")
+    record.write_text(json.dumps(out))
+    return out
+
+
+def relation_sizes(conn) -> dict[str, int]:
+    import sqlalchemy as sa
+
+    return dict(conn.execute(sa.text(
+        "SELECT pg_relation_size('memory_records') AS heap, pg_indexes_size('memory_records') AS indexes, "
+        "pg_total_relation_size('memory_records') AS total, "
+        f"pg_relation_size('{HNSW_INDEX}') AS hnsw, "
+        f"coalesce(pg_relation_size(to_regclass('{HALF_INDEX}')), 0) AS half, "
+        f"coalesce((SELECT sum(pg_relation_size(c.oid)) FROM pg_class c WHERE c.relname LIKE '{PARTED}%' "
+        "AND c.relkind = 'i'), 0) AS parted")).one()._mapping)
 
 
 def load_texts(kind: str) -> tuple[list[tuple[str, str]] | None, list[str]]:
@@ -70,8 +218,6 @@ def load_texts(kind: str) -> tuple[list[tuple[str, str]] | None, list[str]]:
 
     if kind != "locomo" or not LOCOMO.is_file():
         return None, []
-    import json
-
     data = json.loads(LOCOMO.read_text(encoding="utf-8"))
     texts = [(t["content"], t["context"]) for s in data for t in turns_of(s["conversation"])]
     questions = [str(q["question"]) for s in data for q in s["qa"]]
@@ -83,35 +229,70 @@ def percentile(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def proc_status(pid: int | str = "self") -> dict[str, int]:
+    """VmRSS / RssAnon / RssShmem / VmHWM of a process, in kB."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM", "RssAnon", "RssShmem"):
+            out[key] = int(rest.split()[0])
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--loop-queries", type=int, default=5)
+    ap.add_argument("--keep-home", type=Path, help="keep (and reuse) the stores in DIR/n<size>, outside the repo")
+    ap.add_argument("--build-only", action="store_true", help="build (or check) the stores, measure nothing")
+    ap.add_argument("--halfvec", action="store_true", help="also build and time a halfvec HNSW index")
+    ap.add_argument("--partitions", action="store_true", help="also build and time a per-agent partitioned copy")
+    ap.add_argument("--maintenance-mem", default="5GB", help="maintenance_work_mem of the index builds")
+    ap.add_argument("--parallel-workers", type=int, default=1, help="max_parallel_maintenance_workers")
+    ap.add_argument("--loop-max", type=int, default=100_000, help="largest size timed with the pure-Python loop")
     ap.add_argument("--text", choices=("words", "locomo"), default="locomo",
                     help="memory texts: LoCoMo dev turns cycled (default, when ../shared is there) or 8 random words")
-    ap.add_argument("--no-minilm", action="store_true", help="skip the end-to-end rows with a MiniLM query")
+    ap.add_argument("--no-minilm", action="store_true", help="skip the rows with a MiniLM query")
+    ap.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    with private_home("ultron-bench-search-"):
-        return run(args)
+    if args.rss_child:
+        return rss_child(args.rss_child)
+    print(machine_line())
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    print(f"vectors: {DIM}-d, clustered around 300 topic centres, {AGENTS} agents; {args.queries} queries near "
+          f"random centres; HNSW m=16, ef_construction=64\n")
+    texts, questions = load_texts(args.text)
+    topics = centres()
+    for size in sorted(args.sizes):
+        if args.keep_home:
+            home = args.keep_home.resolve() / f"n{size}"
+            home.mkdir(parents=True, exist_ok=True)
+            os.environ["ULTRON_HOME"] = str(home)
+            run_size(args, home, size, topics, texts, questions)
+        else:
+            with private_home("ultron-bench-search-") as home:
+                run_size(args, home, size, topics, texts, questions)
+    print("goals: p50 <= 20 ms at 1M, recall@10 >= 0.95, search process < 600 MB RSS")
+    return 0
 
 
 class FixedEmbedder:
-    """Returns the benchmark's query vectors in order (the store holds synthetic vectors)."""
+    """Never called: the synthetic rows pass their query vector to the search themselves."""
 
     name, dim = "bench:synthetic", DIM
 
-    def __init__(self) -> None:
-        self.queue: list[np.ndarray] = []
-
     def embed_one(self, text: str) -> np.ndarray:
-        return self.queue.pop(0)
+        raise AssertionError("the synthetic rows pass their vector")
 
     def embed(self, texts):
-        return np.stack([self.embed_one(t) for t in texts])
+        raise AssertionError("the synthetic rows pass their vector")
 
 
-def run(args: argparse.Namespace) -> int:
+def run_size(args, home: Path, size: int, topics, texts, questions) -> None:
     import sqlalchemy as sa
 
     from ultron.context import ServiceContext
@@ -121,126 +302,210 @@ def run(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env(embedding_provider="hash", search_min_score=0.0)
     client = Ultron(settings)
-    rng = np.random.default_rng(7)
-    centres = rng.normal(0, 1, (300, DIM)).astype(np.float32)
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    embedder = FixedEmbedder()
-    memory = MemoryService(ServiceContext(client.db, settings, embedder=embedder, redactor=None))
-    memory._redactor = type("NoRedaction", (), {"redact": staticmethod(lambda s: s)})()
-    memory._profile_checked = True
+    vectors = store_vectors(size, topics)
+    info = build(client.db, home, size, vectors, texts, args)
+    half = build_halfvec(client.db, home, args) if args.halfvec else None
+    parted = build_partitions(client.db, home, args) if args.partitions else None
+    if args.build_only:
+        print(f"{size:,}: {json.dumps(info)} halfvec={half} partitions={parted}")
+        return
+    no_redaction = type("NoRedaction", (), {"redact": staticmethod(lambda s: s)})()
+    memory = MemoryService(ServiceContext(client.db, settings, embedder=FixedEmbedder(), redactor=None))
+    memory._redactor, memory._profile_checked = no_redaction, True
+    rng = np.random.default_rng([8, size])
+    queries = make_vectors(args.queries, rng, topics)
+    qtexts = [questions[i % len(questions)] if questions else "deploy error timeout" for i in range(args.queries)]
+    ids = np.array([str(uuid.UUID(int=i + 1)) for i in range(size)])
+    ef = max(settings.hnsw_ef_search, 40)
 
-    texts, questions = load_texts(args.text)
-    real = None
-    if not args.no_minilm and questions:
-        from ultron.embeddings.query_cache import QUERIES
+    def exact(q: np.ndarray, rows: np.ndarray | None = None) -> set[str]:
+        sims = vectors @ q if rows is None else vectors[rows] @ q
+        top = np.argpartition(-sims, 10)[:10]
+        return set(ids[top if rows is None else rows[top]])
 
-        QUERIES.clear()
-        real = MemoryService(ServiceContext(client.db, Settings.from_env(), redactor=None))
-        real._redactor = memory._redactor
-        real.check_embedding_profile = lambda: None  # synthetic store vectors, real query embeddings: timing only
-    print(machine_line())
-    print(f"vectors: {DIM}-d, clustered around 300 topic centres; {args.queries} queries near random centres; "
-          f"HNSW m=16, ef_construction=64, ef_search={settings.hnsw_ef_search}\n")
-    header = (f"{'memories':>9} {'method':22} {'p50 ms':>8} {'p99 ms':>8} {'recall@10':>9} {'vs python loop':>15}")
-    print(header)
-    stored = 0
-    all_vectors = np.zeros((0, DIM), dtype=np.float32)
-    for size in sorted(args.sizes):
-        add = size - stored
-        vectors = make_vectors(add, rng, centres)
+    t0 = time.perf_counter()
+    truth = [exact(q) for q in queries]
+    numpy_p50 = (time.perf_counter() - t0) / len(queries)  # the mean, as p50
+
+    results: list[tuple[str, list[float], float | None]] = []
+
+    def timed_ann(name: str, sql: str, cast: str, truths: list[set[str]], extra: dict | None = None) -> None:
+        times, recalls = [], []
+        with client.db.engine.connect() as conn:
+            conn.exec_driver_sql(f"SET hnsw.ef_search = {ef}; SET hnsw.iterative_scan = relaxed_order")
+            for q, tr in zip(queries, truths):
+                vec = "[" + ",".join(f"{x:.7g}" for x in q) + "]"
+                t0 = time.perf_counter()
+                got = conn.execute(sa.text(sql.format(cast=cast)), {"q": vec, **(extra or {})}).scalars().all()
+                times.append(time.perf_counter() - t0)
+                recalls.append(len(set(got[:10]) & tr) / 10)
+        results.append((name, times, statistics.mean(recalls)))
+
+    # production end to end, synthetic vector (the real question text feeds the BM25 arm)
+    times = []
+    for q, text in zip(queries, qtexts):
+        t0 = time.perf_counter()
+        memory._search(text, q, 10, {"tier": None, "tags": None, "agent_id": None})
+        times.append(time.perf_counter() - t0)
+    results.append(("search_memories", times, None))
+    real_times, legacy_times = minilm_rows(args, client, settings, questions, size, no_redaction)
+    if real_times:
+        results.append(("search + MiniLM query", real_times, None))
+        results.append(("today's + MiniLM query", legacy_times, None))
+    dense = ("SELECT id FROM memory_records WHERE status = 'active' ORDER BY embedding{cast} <=> "
+             "CAST(:q AS vector){cast} LIMIT 40")
+    timed_ann("dense arm (vector)", dense, "", truth)
+    if half is not None:
+        timed_ann("dense arm (halfvec)", dense, f"::halfvec({DIM})", truth)
+    # filtered to one agent among 50
+    agents = [agent_of(i) for i in range(args.queries)]
+    rows_of = {a: np.arange(int(a[-2:]), size, AGENTS) for a in set(agents)}
+    agent_truth = [exact(q, rows_of[a]) for q, a in zip(queries, agents)]
+    times = []
+    for q, text, a in zip(queries, qtexts, agents):
+        t0 = time.perf_counter()
+        memory._search(text, q, 10, {"tier": None, "tags": None, "agent_id": a})
+        times.append(time.perf_counter() - t0)
+    results.append(("search, one agent", times, None))
+    agent_sql = ("SELECT id FROM {table} WHERE agent_id = :a AND {cond} ORDER BY embedding <=> CAST(:q AS vector) "
+                 "LIMIT 40")
+    filtered_ann(results, client, queries, agents, agent_truth, ef,
+                 agent_sql.format(table="memory_records", cond="status = 'active'"), "agent arm (one graph)")
+    if parted is not None:
+        filtered_ann(results, client, queries, agents, agent_truth, ef,
+                     agent_sql.format(table=PARTED, cond="true"), "agent arm (partitioned)")
+    if size <= args.loop_max:
+        results.append(("python loop (DB rows)", python_loop(client, queries[:3]), None))
+
+    with client.db.engine.connect() as conn:
+        sz = relation_sizes(conn)
+    rss = measure_rss(home) if not args.no_minilm else {}
+    report(size, info, half, parted, sz, results, numpy_p50, rss)
+
+
+def filtered_ann(results, client, queries, agents, truths, ef, sql, name) -> None:
+    import sqlalchemy as sa
+
+    times, recalls = [], []
+    with client.db.engine.connect() as conn:
+        conn.exec_driver_sql(f"SET hnsw.ef_search = {ef}; SET hnsw.iterative_scan = relaxed_order")
+        for q, a, tr in zip(queries, agents, truths):
+            vec = "[" + ",".join(f"{x:.7g}" for x in q) + "]"
+            t0 = time.perf_counter()
+            got = conn.execute(sa.text(sql), {"q": vec, "a": a}).scalars().all()
+            times.append(time.perf_counter() - t0)
+            recalls.append(len(set(got[:10]) & tr) / 10)
+    results.append((name, times, statistics.mean(recalls)))
+
+
+def minilm_rows(args, client, settings, questions, size, no_redaction) -> tuple[list[float], list[float]]:
+    """This build's search and today's, each with a real MiniLM query embedding (fresh text)."""
+    if args.no_minilm or not questions:
+        return [], []
+    from ultron.context import ServiceContext
+    from ultron.embeddings.query_cache import QUERIES
+    from ultron.memory.service import MemoryService
+    from ultron.settings import Settings
+
+    QUERIES.clear()
+    real = MemoryService(ServiceContext(client.db, Settings.from_env(), redactor=None))
+    real._redactor = no_redaction
+    real.check_embedding_profile = lambda: None  # synthetic store vectors, real query embeddings: timing only
+    real.embedder.embed_one("warm up")
+    n = min(args.queries, len(questions))
+    real_times, legacy_times = [], []
+    for i in range(n):
+        t0 = time.perf_counter()
+        real.search_memories(questions[(i + size) % len(questions)], detail_level="l1", limit=10)
+        real_times.append(time.perf_counter() - t0)
+    for i in range(n):
+        qtext = questions[(i + size + 1) % len(questions)] + " ?"  # not in the query cache
         t0 = time.perf_counter()
         with client.db.engine.begin() as conn:
-            conn.execute(sa.text("SET LOCAL maintenance_work_mem = '512MB'"))
-            # bulk load: the BM25 statistics are rebuilt once at the end, not row by row
-            conn.execute(sa.text("ALTER TABLE memory_records DISABLE TRIGGER memory_records_lexicon"))
-            fill(conn, add, vectors, rng, start=stored, texts=texts)
-            conn.execute(sa.text("ALTER TABLE memory_records ENABLE TRIGGER memory_records_lexicon"))
-            conn.execute(sa.text("SELECT ultron_lexicon_rebuild()"))
-        load = time.perf_counter() - t0
-        with client.db.engine.begin() as conn:
-            conn.execute(sa.text("ANALYZE memory_records"))
-        all_vectors = np.vstack([all_vectors, vectors])
-        stored = size
-        ids = [str(uuid.UUID(int=i + 1)) for i in range(stored)]
-        queries = make_vectors(args.queries, rng, centres)
+            legacy_search(conn, real.embedder.embed_one(qtext), qtext, None, 10, settings.search_min_score)
+        legacy_times.append(time.perf_counter() - t0)
+    return real_times, legacy_times
 
-        # exact reference (numpy, in memory)
-        exact_top, numpy_times = [], []
+
+def python_loop(client, queries) -> list[float]:
+    """The reference's approach: every row into Python, cosine one by one."""
+    import sqlalchemy as sa
+
+    times = []
+    with client.db.engine.connect() as conn:
         for q in queries:
-            t = time.perf_counter()
-            sims = all_vectors @ q
-            top = np.argpartition(-sims, 10)[:10]
-            top = top[np.argsort(-sims[top])]
-            numpy_times.append(time.perf_counter() - t)
-            exact_top.append({ids[i] for i in top})
+            ql = [float(x) for x in q]
+            t0 = time.perf_counter()
+            best = []
+            for rid, emb in conn.execute(sa.text("SELECT id, embedding::text FROM memory_records")):
+                v = [float(x) for x in emb[1:-1].split(",")]
+                best.append((sum(a * b for a, b in zip(ql, v)), rid))
+            best.sort(reverse=True)
+            times.append(time.perf_counter() - t0)
+    return times
 
-        # bare HNSW
-        ann_times, recalls = [], []
-        with client.db.engine.connect() as conn:
-            conn.execute(sa.text(f"SET hnsw.ef_search = {settings.hnsw_ef_search}"))
-            for q, truth in zip(queries, exact_top):
-                vec = "[" + ",".join(f"{x:.6f}" for x in q) + "]"
-                t = time.perf_counter()
-                got = conn.execute(sa.text("SELECT id FROM memory_records WHERE status = 'active' "
-                                           "ORDER BY embedding <=> CAST(:q AS vector) LIMIT 10"), {"q": vec}).scalars().all()
-                ann_times.append(time.perf_counter() - t)
-                recalls.append(len(set(got) & truth) / 10)
 
-        # production search path
-        search_times = []
-        for q in queries:
-            embedder.queue.append(q)
-            t = time.perf_counter()
-            memory.search_memories("deploy error timeout", detail_level="l1", limit=10)
-            search_times.append(time.perf_counter() - t)
+def measure_rss(home: Path) -> dict[str, Any]:
+    """A fresh process that does what ``ultron serve`` does for a search (imports, MiniLM,
+    50 searches through ``Ultron``), so the figure is not this process's vectors."""
+    env = {**os.environ, "ULTRON_HOME": str(home)}
+    out = subprocess.run([sys.executable, __file__, "--rss-child", str(home)], env=env, capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
-        # end to end with a real query embedding: this build's search and today's (86245b9)
-        real_times, legacy_times = [], []
-        if real is not None:
-            for i in range(min(args.queries, len(questions))):
-                qtext = questions[(i + size) % len(questions)]
-                t = time.perf_counter()
-                real.search_memories(qtext, detail_level="l1", limit=10)
-                real_times.append(time.perf_counter() - t)
-            for i in range(min(args.queries, len(questions))):
-                qtext = questions[(i + size + 1) % len(questions)] + " ?"  # not in the query cache
-                t = time.perf_counter()
-                with client.db.engine.begin() as conn:
-                    legacy_search(conn, real.embedder.embed_one(qtext), qtext, None, 10, settings.search_min_score)
-                legacy_times.append(time.perf_counter() - t)
 
-        # the reference's approach: every row into Python, cosine one by one
-        loop_times = []
-        with client.db.engine.connect() as conn:
-            for q in queries[: args.loop_queries]:
-                ql = [float(x) for x in q]
-                t = time.perf_counter()
-                best = []
-                for rid, emb in conn.execute(sa.text("SELECT id, embedding::text FROM memory_records")):
-                    v = [float(x) for x in emb[1:-1].split(",")]
-                    dot = sum(a * b for a, b in zip(ql, v))
-                    best.append((dot, rid))
-                best.sort(reverse=True)
-                loop_times.append(time.perf_counter() - t)
-        loop_p50 = statistics.median(loop_times)
+def rss_child(home: Path) -> int:
+    import sqlalchemy as sa
 
-        def row(name, times, recall=None):
-            p50 = statistics.median(times)
-            print(f"{size:>9,} {name:22} {p50 * 1e3:8.2f} {percentile(times, 99) * 1e3:8.2f} "
-                  f"{'' if recall is None else f'{recall:.3f}':>9} {loop_p50 / p50:14.0f}x")
+    from ultron.sdk import Ultron
+    from ultron.settings import Settings
 
-        row("search_memories (HNSW)", search_times)
-        if real_times:
-            row("search + MiniLM query", real_times)
-            row("today's + MiniLM query", legacy_times)
-            print(f"{'':>9} this build / today's search, p50 end to end: "
-                  f"{statistics.median(real_times) / statistics.median(legacy_times):.2f}")
-        row("ann only (HNSW)", ann_times, statistics.mean(recalls))
-        row("numpy exact (memory)", numpy_times, 1.0)
-        row("python loop (DB rows)", loop_times)
-        print(f"{'':>9} (load {add:,} rows + index in {load:.1f} s)\n")
-    print("goals: p50 <= 10 ms at 100k, recall@10 >= 0.95, >= 100x faster than the Python loop")
+    client = Ultron(Settings.from_env())
+    client.memory.check_embedding_profile = lambda: None  # synthetic store vectors
+    _, questions = load_texts("locomo")
+    qs = questions[:50] or [f"deploy error timeout {i}" for i in range(50)]
+    for q in qs:
+        client.memory.search_memories(q, limit=10)
+    with client.db.engine.connect() as a, client.db.engine.connect() as b:  # the pool's two search backends
+        pids = [c.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() for c in (a, b)]
+    backends = [proc_status(p) for p in pids if Path(f"/proc/{p}/status").exists()]
+    print(json.dumps({"maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "self": proc_status(),
+                      "backend_anon_mb": max((b["RssAnon"] for b in backends), default=0) / 1024,
+                      "backend_shmem_mb": max((b["RssShmem"] for b in backends), default=0) / 1024}))
     return 0
+
+
+def report(size, info, half, parted, sz, results, numpy_p50, rss) -> None:
+    mb = 1024 * 1024
+    reused = f" (recorded {info['built_at']}, reused)" if info.get("reused") else ""
+    hnsw_s = info["index_s"].get(HNSW_INDEX, 0.0)
+    print(f"== {size:,} memories ==")
+    print(f"build: load {info['load_s']:.0f} s + indexes {sum(info['index_s'].values()):.0f} s "
+          f"(HNSW {hnsw_s:.0f} s, maintenance_work_mem {info['maintenance_work_mem']}, "
+          f"{info['parallel_workers']} parallel worker(s)){reused}")
+    print(f"size: heap {sz['heap'] / mb:,.0f} MB, indexes {sz['indexes'] / mb:,.0f} MB "
+          f"(HNSW vector {sz['hnsw'] / mb:,.0f} MB), total {sz['total'] / mb:,.0f} MB")
+    if half is not None:
+        print(f"halfvec HNSW: {sz['half'] / mb:,.0f} MB ({sz['half'] / max(sz['hnsw'], 1):.2f} of vector), "
+              f"built in {half['index_s']:.0f} s ({half['index_s'] / max(hnsw_s, 1e-9):.2f} of vector)")
+    if parted is not None:
+        print(f"per-agent partitions: {AGENTS} HNSW indexes, {sz['parted'] / mb:,.0f} MB, "
+              f"built in {parted['index_s']:.0f} s ({parted['index_s'] / max(hnsw_s, 1e-9):.2f} of one graph)")
+    loads = f", load average {os.getloadavg()[0]:.2f} at the end"
+    print(f"{'method':26} {'p50 ms':>8} {'p99 ms':>8} {'recall@10':>9} {'p50 / today':>12}{loads}")
+    base = next((statistics.median(t) for n, t, _ in results if n.startswith("today")), None)
+    for name, times, recall in results:
+        p50 = statistics.median(times)
+        ratio = f"{p50 / base:11.2f}x" if base else ""
+        print(f"{name:26} {p50 * 1e3:8.2f} {percentile(times, 99) * 1e3:8.2f} "
+              f"{'' if recall is None else f'{recall:.3f}':>9} {ratio:>12}")
+    print(f"{'numpy exact (in memory)':26} {numpy_p50 * 1e3:8.2f} {'':>8} {1.0:9.3f}")
+    if rss:
+        print(f"search process (fresh, MiniLM, 50 searches): peak RSS {rss['maxrss_mb']:.0f} MB; "
+              f"its Postgres backend: {rss['backend_anon_mb']:.0f} MB private + "
+              f"{rss['backend_shmem_mb']:.0f} MB of shared buffers touched")
+    print()
 
 
 if __name__ == "__main__":
