@@ -1,5 +1,14 @@
-"""Shared fixtures. Every test that needs a database uses the real embedded
-PostgreSQL 18 + pgvector server, started once per session in a temporary ULTRON_HOME."""
+"""Shared fixtures. Every test that needs a database uses a real PostgreSQL 18 + pgvector
+server: by default the embedded one, started once per session in a temporary ULTRON_HOME;
+in external mode the server named by ULTRON_TEST_DATABASE_URL (and, for Dagster's storage,
+ULTRON_TEST_DAGSTER_DATABASE_URL), which must let its user create databases. External mode
+never starts the embedded server, and the tests about the embedded server itself skip.
+
+    python -m ultron.testing.postgres_server start /tmp/pg      # or any server of your own
+    ULTRON_TEST_DATABASE_URL=$(python -m ultron.testing.postgres_server url /tmp/pg ultron) \
+    ULTRON_TEST_DAGSTER_DATABASE_URL=$(python -m ultron.testing.postgres_server url /tmp/pg dagster) \
+        python -m pytest tests/storage tests/e2e
+"""
 
 from __future__ import annotations
 
@@ -12,16 +21,36 @@ from typing import Any, Iterable
 
 import pytest
 
+EXTERNAL_URL = os.environ.get("ULTRON_TEST_DATABASE_URL") or None
+EXTERNAL_DAGSTER_URL = os.environ.get("ULTRON_TEST_DAGSTER_DATABASE_URL") or None
+if EXTERNAL_DAGSTER_URL and not EXTERNAL_URL:
+    raise pytest.UsageError("ULTRON_TEST_DAGSTER_DATABASE_URL needs ULTRON_TEST_DATABASE_URL")
+#: True when the suite runs against the external server given by ULTRON_TEST_DATABASE_URL.
+EXTERNAL = EXTERNAL_URL is not None
 # The tests own their environment: no developer's ULTRON_* settings leak in.
 for _key in list(os.environ):
     if _key.startswith("ULTRON_") or _key in ("DAGSTER_HOME", "DASHSCOPE_API_KEY"):
         del os.environ[_key]
 TEST_HOME = Path(tempfile.mkdtemp(prefix="ultron-test-"))
 os.environ["ULTRON_HOME"] = str(TEST_HOME)
+if EXTERNAL_URL:
+    os.environ["ULTRON_DATABASE_URL"] = EXTERNAL_URL
+if EXTERNAL_DAGSTER_URL:
+    os.environ["ULTRON_DAGSTER_DATABASE_URL"] = EXTERNAL_DAGSTER_URL
 # Fast, deterministic vectors for the suite; tests of the real model build it explicitly.
 os.environ["ULTRON_EMBEDDING_PROVIDER"] = "hash"
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+#: For tests about the embedded server itself (its lifecycle, `ultron db start/stop/status`).
+embedded_only = pytest.mark.skipif(
+    EXTERNAL, reason="about the embedded server itself; this run uses the external server in ULTRON_TEST_DATABASE_URL")
+
+
+def database_env() -> dict[str, str]:
+    """This run's database variables, for subprocesses started with an environment of their
+    own: empty on the embedded server (a home finds its server), the URLs in external mode."""
+    return {k: os.environ[k] for k in ("ULTRON_DATABASE_URL", "ULTRON_DAGSTER_DATABASE_URL") if k in os.environ}
 
 
 def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
@@ -48,8 +77,48 @@ def db(settings):
     database = Database.open(settings)
     yield database
     database.dispose()
-    embedded.stop_server(settings.pgdata)
+    if not EXTERNAL:
+        embedded.stop_server(settings.pgdata)
     shutil.rmtree(TEST_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _external_mode_starts_no_embedded_server(tmp_path_factory):
+    """In external mode, fail the run if anything initialised an embedded server after all
+    (a test or subprocess that lost the URL would silently test the default setup instead)."""
+    yield
+    if not EXTERNAL:
+        return
+    roots = [TEST_HOME, tmp_path_factory.getbasetemp()]
+    found = [str(p.parent) for root in roots if root.exists() for p in root.rglob("PG_VERSION")
+             if p.parent.name == "pgdata"]
+    assert not found, f"external mode, yet an embedded server was initialised in {found}"
+
+
+@pytest.fixture
+def fresh_store_env(db):
+    """Variables that give a subprocess with a new ULTRON_HOME an empty store, as a user's
+    first start gets: on the embedded server a new home does that by itself; in external
+    mode two new databases (Ultron's and Dagster's) are created for the test and dropped after."""
+    if not EXTERNAL:
+        yield {}
+        return
+    import uuid
+
+    import sqlalchemy as sa
+
+    suffix = uuid.uuid4().hex[:8]
+    names = {"ULTRON_DATABASE_URL": f"ultron_fresh_{suffix}", "ULTRON_DAGSTER_DATABASE_URL": f"dagster_fresh_{suffix}"}
+    admin = sa.create_engine(sa.make_url(db.urls.ultron), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        for name in names.values():
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    yield {key: sa.make_url(EXTERNAL_URL).set(database=name).render_as_string(hide_password=False)
+           for key, name in names.items()}
+    with admin.connect() as conn:
+        for name in names.values():
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
 
 
 @pytest.fixture
@@ -68,7 +137,7 @@ def client(db, settings):
 
 @pytest.fixture(scope="session")
 def dagster_instance(db, tmp_path_factory):
-    """A Dagster instance whose storage is dagster-postgres on the same embedded server."""
+    """A Dagster instance whose storage is dagster-postgres on the same server."""
     import dagster as dg
 
     home = tmp_path_factory.mktemp("dagster_home")
@@ -82,7 +151,7 @@ def dagster_instance(db, tmp_path_factory):
 @pytest.fixture
 def project_instance(db, tmp_path, monkeypatch):
     """An instance from the project's own dagster.yaml (queued runs, monitoring, retries, the
-    ultron_store pool), its storage on a fresh database of the embedded server."""
+    ultron_store pool), its storage on a fresh database of the same server."""
     import uuid
 
     import dagster as dg

@@ -78,13 +78,13 @@ def wait_for(predicate, timeout: float, what: str, log_tail, proc):
     raise AssertionError(f"timed out waiting for {what}: {last!r}\n{log_tail()}")
 
 
-def test_ultron_dev_runs_the_whole_graph_on_the_examples(tmp_path):
+def test_ultron_dev_runs_the_whole_graph_on_the_examples(tmp_path, fresh_store_env):
     port, api_port = free_port(), free_port()
     home = tmp_path / "home"
     # The default embedder, as a user gets it: whether the examples cluster into a skill is under test.
     # ULTRON_SKILLS_EXPORT_DIR: what an agent loads (e.g. ~/.claude/skills) is kept in sync.
     export_dir = tmp_path / "agent-skills"
-    env = {**os.environ, "ULTRON_HOME": str(home), "ULTRON_SENSOR_INTERVAL_SECONDS": "2",
+    env = {**os.environ, **fresh_store_env, "ULTRON_HOME": str(home), "ULTRON_SENSOR_INTERVAL_SECONDS": "2",
            "ULTRON_API_PORT": str(api_port), "ULTRON_EMBEDDING_PROVIDER": "local",
            "ULTRON_SKILLS_EXPORT_DIR": str(export_dir)}
     env.pop("ULTRON_API_TOKEN", None)

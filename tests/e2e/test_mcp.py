@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from tests.conftest import TEST_HOME
+from tests.conftest import TEST_HOME, database_env
 from tests.e2e.test_api import TOKEN, start_server
 from tests.storage.test_skill_storage import KUBE
 
@@ -70,7 +70,7 @@ def portal():
 def stdio_session(db, portal):
     params = StdioServerParameters(command=sys.executable, args=["-m", "ultron.cli", "mcp"],
                                    env={"ULTRON_HOME": str(TEST_HOME), "ULTRON_EMBEDDING_PROVIDER": "hash",
-                                        "ULTRON_LLM_PROVIDER": "rules"})
+                                        "ULTRON_LLM_PROVIDER": "rules", **database_env()})
     with portal.wrap_async_context_manager(Client(params, read_timeout_seconds=60)) as client:
         yield Session(portal, client)
 

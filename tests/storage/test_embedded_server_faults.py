@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import embedded_only
 from ultron.db import embedded, embedded_clients
 
+pytestmark = embedded_only
 ROOT = Path(__file__).resolve().parents[2]
 
 # A client: joins (or starts) the server, proves the connection works, says "ready", then

@@ -8,7 +8,7 @@ import sys
 
 import sqlalchemy as sa
 
-from tests.conftest import write_jsonl
+from tests.conftest import embedded_only, write_jsonl
 
 CSV = [{"role": "user", "content": "How do I read a CSV in Python?"},
        {"role": "assistant", "content": "pandas.read_csv()"}]
@@ -177,6 +177,7 @@ def test_refresh_picks_up_changed_and_never_ingested_inbox_files(client, setting
         fresh.unlink()
 
 
+@embedded_only
 def test_two_processes_starting_a_fresh_embedded_server_together(tmp_path):
     home = tmp_path / "fresh-home"
     script = ("import sys; from ultron.sdk import Ultron; from ultron.settings import Settings; "
@@ -218,6 +219,8 @@ def test_dagster_storage_uses_psycopg2_on_the_same_server(client, settings):
     assert urls.ultron.startswith("postgresql+psycopg://") and urls.ultron.split("?")[0].endswith("/ultron")
     assert urls.dagster.startswith("postgresql+psycopg2://") and urls.dagster.split("?")[0].endswith("/dagster")
     assert dagster_postgres_url("postgresql+psycopg://u:p@h:5432/d") == "postgresql+psycopg2://u:p@h:5432/d"
-    external = resolve_urls(settings.__class__.from_env(database_url="postgres://u:p@h/ultron"))
+    # Only ULTRON_DATABASE_URL set (whatever this run's environment holds): Dagster shares it.
+    external = resolve_urls(settings.__class__.from_env(database_url="postgres://u:p@h/ultron",
+                                                        dagster_database_url=None))
     assert external.ultron == "postgresql+psycopg://u:p@h/ultron"
     assert external.dagster == "postgresql+psycopg2://u:p@h/ultron"

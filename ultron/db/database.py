@@ -63,6 +63,21 @@ def check_pgvector(conn: sa.Connection, url: str, extension: str = "vector") -> 
             "postgresql-<version>-pgvector package, or the pgvector/pgvector image), or unset "
             "ULTRON_DATABASE_URL to use the embedded server, which ships pgvector."
         )
+    # Installed on the server but not in this database, and this role may not create it
+    # (pgvector is not a trusted extension): the migration would die on CREATE EXTENSION.
+    row = conn.execute(sa.text(
+        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = :name), current_database(), current_user, "
+        "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user) OR ("
+        " has_database_privilege(current_database(), 'CREATE') AND EXISTS (SELECT 1 FROM"
+        " pg_available_extension_versions WHERE name = :name AND trusted))"
+    ), {"name": extension}).one()
+    created, database, role, may_create = row
+    if not created and not may_create:
+        raise DatabaseError(
+            f"The PostgreSQL server at {redact(url)} has pgvector, but the '{extension}' extension is not "
+            f"created in database '{database}' and role '{role}' may not create it (only a superuser can). "
+            f"Have a superuser run CREATE EXTENSION {extension}; in database '{database}' once, then start again."
+        )
 
 
 def migrate(engine: Engine) -> str:
