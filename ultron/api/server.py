@@ -68,8 +68,11 @@ def serve(settings: Settings, host: str | None = None, port: int | None = None, 
     from ultron.api.app import create_app
     from ultron.sdk import Ultron
 
+    # The embedder (torch, ~200 MB) and the redactor (Presidio, which imports spaCy) are
+    # built by the first request that needs them, not here: a server that only searches
+    # never holds spaCy, and one that is only health-checked holds neither. That request
+    # waits for the build (a second or two); concurrent ones wait on the same build lock.
     client = Ultron(settings)
-    _warm_up(client)
     app = create_app(settings, client=client, token=token)
     shown = f"[{host}]" if ":" in host else host
     print(f"ultron serve: starting on http://{shown}:{port} (docs at /docs)", file=out, flush=True)
@@ -83,22 +86,3 @@ def serve(settings: Settings, host: str | None = None, port: int | None = None, 
                                  "is the port in use? set ULTRON_API_PORT or --port)") from None
     if not server.started and not getattr(server, "_captured_signals", None):
         raise ApiServerError(f"the API server could not start on {host}:{port}")
-
-
-def _warm_up(client) -> None:
-    """Build the slow collaborators before the first request needs them: the embedder now
-    (the local model loads in seconds, and search needs it), the redactor (Presidio, ~3 s,
-    uploads only) in the background; a request arriving first waits on its build lock.
-    A failure shows on the first request that needs the piece, as a 503."""
-    try:
-        client.memory.embedder
-    except Exception as exc:  # noqa: BLE001 - reported per request instead
-        log.warning("embedder not ready: %s", exc)
-
-    def build_redactor() -> None:
-        try:
-            client.memory.redactor
-        except Exception as exc:  # noqa: BLE001
-            log.warning("redactor not ready: %s", exc)
-
-    threading.Thread(target=build_redactor, name="ultron-api-warm-up", daemon=True).start()

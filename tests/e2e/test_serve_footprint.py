@@ -1,0 +1,107 @@
+"""What a started `ultron serve` holds in memory: neither torch (the local embedder) nor
+spaCy and Presidio (the redactor) until a request needs them, and well under 600 MB; the
+first search and the first upload still answer correctly, loading what they need then."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import TEST_HOME
+
+TOKEN = "footprint-token-0123456789abcdef"
+MAX_RSS_MB = 600
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def mapped(pid: int, fragment: str) -> bool:
+    """A shared library or extension module whose path contains ``fragment`` is mapped."""
+    return any(fragment in line for line in Path(f"/proc/{pid}/maps").read_text().splitlines())
+
+
+def imported(log: Path, module: str) -> bool:
+    """``module`` was imported: the server runs with PYTHONPROFILEIMPORTTIME, so every import
+    it ever made is a line of its log, pure-Python packages (Presidio) included."""
+    return any(line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == module
+               for line in log.read_text(errors="replace").splitlines())
+
+
+@pytest.fixture
+def serve(client, db, tmp_path):
+    """`ultron serve` (the CLI command) on the test database, with the default local MiniLM
+    embedder (the suite's hash embedder would never load torch) on an emptied store."""
+    port = free_port()
+    log = tmp_path / "serve.log"
+    env = {**os.environ, "ULTRON_HOME": str(TEST_HOME), "ULTRON_LLM_PROVIDER": "rules", "ULTRON_API_TOKEN": TOKEN,
+           "ULTRON_EMBEDDING_PROVIDER": "local", "PYTHONPROFILEIMPORTTIME": "1"}
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ultron.cli", "serve", "--port", str(port)], env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, "no /health within 90 s"
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120) as http:
+            yield proc, http, log
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        with db.engine.begin() as conn:  # the store now belongs to MiniLM: leave it empty for the next test
+            conn.execute(sa.text("TRUNCATE memory_records, memory_contributions, embedding_profile, memory_lexemes, "
+                                 "memory_corpus CASCADE"))
+
+
+def free_port() -> int:
+    """A free loopback port (closed again before the server binds it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_started_server_holds_no_model_and_loads_each_on_first_use(serve):
+    proc, http, log = serve
+    time.sleep(3)  # anything started in the background at startup would show by now
+    start_rss = rss_mb(proc.pid)
+    assert not mapped(proc.pid, "libtorch"), "torch is loaded before any request"
+    assert not imported(log, "torch") and not imported(log, "spacy") and not imported(log, "presidio_analyzer")
+    assert start_rss < MAX_RSS_MB, f"{start_rss:.0f} MB after start"
+
+    r = http.post("/memories/search", json={"query": "pip install fails behind a proxy"})
+    assert r.status_code == 200 and r.json()["results"] == []
+    assert mapped(proc.pid, "libtorch") and imported(log, "torch")  # the check sees a loaded model
+    assert not imported(log, "presidio_analyzer"), "a search built the redactor"
+
+    r = http.post("/memories/upload", json={
+        "content": "pip install times out behind the corporate proxy; mail ops@example.com",
+        "resolution": "export HTTPS_PROXY=http://proxy.internal:3128 before pip install"})
+    assert r.status_code == 200, r.text
+    assert imported(log, "presidio_analyzer")
+    found = http.post("/memories/search", json={"query": "pip install proxy timeout", "detail_level": "l1"}).json()
+    assert [m["id"] for m in found["results"]][:1] == [r.json()["id"]]
+    assert "ops@example.com" not in str(found) and "<EMAIL_ADDRESS>" in str(found)  # redacted on upload
