@@ -4,7 +4,8 @@
 the sessions it deleted in its report's ``partitions``. ``forget_job`` (launched from the
 UI with what to forget) removes them at once; a forget run from the CLI or the HTTP API is
 caught up by :func:`prune_stale_partitions`, which the maintenance job's refresh step runs:
-a partition whose session the store no longer holds and whose file is gone is stale."""
+a partition whose session the store no longer holds and whose file is gone is stale. Under
+ULTRON_PARTITIONING=daily a day partition is stale once every file of that day is."""
 
 from typing import Any, Mapping, Optional
 
@@ -14,12 +15,21 @@ from resources.database import UltronResource
 from resources.llm import LLMResource
 from ultron.sdk import Ultron
 from ultron.sessions.discovery import parse_partition_key
-from ultron_assets.partitions import session_partitions
+from ultron.sessions.partitioning import ArrivalLedger
+from ultron_assets.partitions import PARTITIONING, session_partitions
 
 
-def remove_forgotten_partitions(instance: dg.DagsterInstance, report: Mapping[str, Any]) -> list[str]:
-    """Delete the ``session_files`` partitions named in a forget report; returns those deleted
-    (a key Dagster never knew is skipped)."""
+def remove_forgotten_partitions(instance: dg.DagsterInstance, report: Mapping[str, Any],
+                                client: Ultron | None = None) -> list[str]:
+    """Delete the session partitions named in a forget report; returns those deleted (a key
+    Dagster never knew is skipped). Under daily partitioning (``client`` given) the days of
+    the forgotten files go once none of their files is left."""
+    if PARTITIONING == "daily":
+        if client is None:
+            return []
+        ledger = ArrivalLedger.at(client.settings.home)
+        days = {ledger.day_of(k) for k in report.get("partitions") or []} - {None}
+        return _delete_stale_days(instance, client, sorted(days))
     removed = []
     for key in report.get("partitions") or []:
         if instance.has_dynamic_partition(session_partitions.name, key):
@@ -31,6 +41,8 @@ def remove_forgotten_partitions(instance: dg.DagsterInstance, report: Mapping[st
 def prune_stale_partitions(instance: dg.DagsterInstance, client: Ultron) -> list[str]:
     """Delete partitions with no session row and no file: forgotten outside Dagster. A
     partition whose file still exists is only waiting for its ingestion run and stays."""
+    if PARTITIONING == "daily":
+        return _delete_stale_days(instance, client, instance.get_dynamic_partitions(session_partitions.name))
     stored = client.stored_partition_keys()
     removed = []
     for key in instance.get_dynamic_partitions(session_partitions.name):
@@ -44,6 +56,29 @@ def prune_stale_partitions(instance: dg.DagsterInstance, client: Ultron) -> list
             instance.delete_dynamic_partition(session_partitions.name, key)
             removed.append(key)
     return removed
+
+
+def _delete_stale_days(instance: dg.DagsterInstance, client: Ultron, days: list[str]) -> list[str]:
+    """Delete the day partitions none of whose files is stored or still on disk."""
+    stored = client.stored_partition_keys()
+    ledger = ArrivalLedger.at(client.settings.home)
+    removed = []
+    for day in days:
+        if not instance.has_dynamic_partition(session_partitions.name, day):
+            continue
+        files = ledger.files_in(day)
+        if any(f in stored or _exists(f, client) for f in files):
+            continue
+        instance.delete_dynamic_partition(session_partitions.name, day)
+        removed.append(day)
+    return removed
+
+
+def _exists(file_key: str, client: Ultron) -> bool:
+    try:
+        return parse_partition_key(file_key, client.settings.inbox)[1].exists()
+    except ValueError:
+        return False
 
 
 class ForgetConfig(dg.Config):
@@ -63,7 +98,7 @@ def forget_everywhere(context: dg.OpExecutionContext, config: ForgetConfig, ultr
     client = ultron.client(llm)
     report = client.forget(config.memory_ids or None, config.segment_id, config.session_file, config.agent_id,
                            vacuum=config.vacuum)
-    removed = remove_forgotten_partitions(context.instance, report)
+    removed = remove_forgotten_partitions(context.instance, report, client)
     context.log.info(f"forget: {report.get('tables')}; files {report.get('files')}; "
                      f"{len(removed)} partitions removed")
     if report.get("kept_on_disk"):

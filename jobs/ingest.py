@@ -1,16 +1,15 @@
 import dagster as dg
 
 from jobs.maintenance import ingest_inbox
-from ultron_assets.memory import memories
-from ultron_assets.trajectory import quality_metrics, raw_sessions, task_segments
 
 __all__ = ["ingest_inbox", "ingest_sessions", "pipeline_job"]
 
 #: What the inbox sensor launches for a few files: one run per new or changed file.
 ingest_sessions = dg.define_asset_job(
     "ingest_sessions",
-    selection=[raw_sessions, task_segments, quality_metrics, memories],
-    description="Ingest, segment, score and extract memories from one session file (one partition of each asset).",
+    selection=["raw_sessions", "task_segments", "quality_metrics", "memories"],
+    description="Ingest, segment, score and extract memories from one session partition of each asset: a "
+                "session file, or under ULTRON_PARTITIONING=daily the files an agent's day received.",
 )
 
 #: Every asset, for one session partition plus the whole-store assets after it: what the UI's

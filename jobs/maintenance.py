@@ -5,6 +5,7 @@ same metadata the assets give (``ultron_assets.metadata``); the per-session step
 evaluate the assets' checks for every partition they touched, so a batch run is checked
 like a partition run."""
 
+import os
 from typing import Any, Callable
 
 import dagster as dg
@@ -15,7 +16,7 @@ from ultron.maintenance import BATCH, PIPELINE_STEPS, STEPS, Step
 from ultron.sdk import Ultron
 from ultron.trajectory.coverage import coverage_problems, score_problems
 from ultron_assets.metadata import clusters_metadata, llm_metadata, skills_metadata, tier_chart
-from ultron_assets.partitions import session_partitions
+from ultron_assets.partitions import partition_for_file, session_partitions
 from ultron_assets.pools import STORE_POOL
 
 Context = dg.OpExecutionContext
@@ -29,20 +30,46 @@ def _check(context: Context, asset: str, check: str, partition: str | None, pass
         partition=partition))
 
 
+def _mtime_ns(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _by_partition(client: Ultron, items, file_key: Callable[[Any], str | None],
+                  path: Callable[[Any], str] | None = None) -> dict[str, list]:
+    """Items grouped by the partition holding their session file: the file's own under
+    ULTRON_PARTITIONING=session, its arrival day under daily (recorded now for a file the
+    sensor never saw, from its mtime)."""
+    groups: dict[str, list] = {}
+    for item in items:
+        key = file_key(item)
+        if key:
+            partition = partition_for_file(key, client.settings.home, _mtime_ns(path(item)) if path else None)
+            if partition:
+                groups.setdefault(partition, []).append(item)
+    return groups
+
+
 def _report_refresh(context: Context, client: Ultron, report) -> None:
     touched = [f for f in report.files if f.status in ("new", "changed") and f.partition_key]
+    groups = _by_partition(client, touched, lambda f: f.partition_key, lambda f: f.path)
     partitions_name = session_partitions.name
-    missing = [f.partition_key for f in touched
-               if not context.instance.has_dynamic_partition(partitions_name, f.partition_key)]
+    missing = [k for k in groups if not context.instance.has_dynamic_partition(partitions_name, k)]
     if missing:
         context.instance.add_dynamic_partitions(partitions_name, missing)
-    for f in touched:
+    for key, files in groups.items():
+        problems = sum(len(f.problems) for f in files)
+        shown = ({"status": files[0].status, "path": dg.MetadataValue.path(files[0].path)} if len(files) == 1 else
+                 {"files": len(files), "statuses": dg.MetadataValue.json(
+                     {s: sum(f.status == s for f in files) for s in {f.status for f in files}})})
         context.log_event(dg.AssetMaterialization(
-            asset_key="raw_sessions", partition=f.partition_key, description="ingested by a batch job",
-            metadata={"status": f.status, "messages": f.messages, "problem_count": len(f.problems),
-                      "path": dg.MetadataValue.path(f.path)}))
-        _check(context, "raw_sessions", "parsed_cleanly", f.partition_key, not f.problems,
-               dg.AssetCheckSeverity.WARN, status=f.status, problem_count=len(f.problems))
+            asset_key="raw_sessions", partition=key, description="ingested by a batch job",
+            metadata={**shown, "messages": sum(f.messages for f in files), "problem_count": problems}))
+        _check(context, "raw_sessions", "parsed_cleanly", key, not problems, dg.AssetCheckSeverity.WARN,
+               **({"status": files[0].status} if len(files) == 1 else
+                  {"failed_files": [f.partition_key for f in files if f.problems]}), problem_count=problems)
     from jobs.forget import prune_stale_partitions
 
     pruned = prune_stale_partitions(context.instance, client)
@@ -57,16 +84,17 @@ def _report_refresh(context: Context, client: Ultron, report) -> None:
 
 def _report_segments(context: Context, client: Ultron, results) -> None:
     service = client.trajectory_service
+    done_now = [r for r in results if r.status == "segmented"]
+    for key, rs in _by_partition(client, done_now, lambda r: r.partition_key).items():
+        context.log_event(dg.AssetMaterialization(
+            asset_key="task_segments", partition=key, description="segmented by a batch job",
+            metadata={"segments": sum(len(r.segments) for r in rs), "replaced": sum(r.replaced for r in rs),
+                      "windows": sum(r.windows for r in rs), **({"files": len(rs)} if len(rs) > 1 else {})}))
+        problems = [p for r in rs for p in coverage_problems(service.message_lines(r.agent_id, r.session_file),
+                                                            service.segments_for(r.agent_id, r.session_file))]
+        _check(context, "task_segments", "segments_cover_session", key, not problems, problems=problems)
     for r in results:
-        if r.status == "segmented" and r.partition_key:
-            context.log_event(dg.AssetMaterialization(
-                asset_key="task_segments", partition=r.partition_key, description="segmented by a batch job",
-                metadata={"segments": len(r.segments), "replaced": r.replaced, "windows": r.windows}))
-            rows = service.segments_for(r.agent_id, r.session_file)
-            problems = coverage_problems(service.message_lines(r.agent_id, r.session_file), rows)
-            _check(context, "task_segments", "segments_cover_session", r.partition_key, not problems,
-                   problems=problems)
-        elif r.status != "segmented":
+        if r.status != "segmented":
             context.log.warning(f"{r.session_file}: still pending: {r.reason}")
     done = sum(1 for r in results if r.status == "segmented")
     context.log.info(f"segmentation: {done} segmented, {len(results) - done} pending; "
@@ -81,11 +109,12 @@ def _report_labels(context: Context, client: Ultron, labels) -> None:
             by_partition.setdefault(lb.partition_key, []).append(lb.overall_score or 0.0)
         elif lb.status != "labeled":
             context.log.warning(f"segment {lb.segment_id[:8]} of {lb.session_file} still unlabeled: {lb.reason}")
-    for key, scores in by_partition.items():
+    for key, file_keys in _by_partition(client, by_partition, lambda k: k).items():
+        scores = [s for k in file_keys for s in by_partition[k]]
         context.log_event(dg.AssetMaterialization(
             asset_key="quality_metrics", partition=key, description="labelled by a batch job",
             metadata={"labeled_now": len(scores), "mean_score": sum(scores) / len(scores)}))
-        rows = service.segments_for_partition(key)
+        rows = [row for k in file_keys for row in service.segments_for_partition(k)]
         scored = [(r.id, r.metrics["summary"]["overall_score"]) for r in rows if r.labeled and r.metrics]
         problems = score_problems(scored)
         _check(context, "quality_metrics", "scores_in_range", key, not problems, problems=problems,
@@ -103,12 +132,13 @@ def _report_extraction(context: Context, client: Ultron, results) -> None:
         elif r.status == "pending":
             context.log.warning(f"segment {r.segment_id[:8]}: extraction pending: {r.reason}")
     redact = client.context.redactor.redact if by_partition else None
-    for key, rs in by_partition.items():
+    for key, file_keys in _by_partition(client, by_partition, lambda k: k).items():
+        rs = [r for k in file_keys for r in by_partition[k]]
         context.log_event(dg.AssetMaterialization(
             asset_key="memories", partition=key, description="extracted by a batch job",
             metadata={"inserted": sum(r.inserted for r in rs), "merged": sum(r.merged for r in rs),
                       "dropped_low_confidence": sum(r.dropped_low_confidence for r in rs)}))
-        records = client.memory.records_for_partition(key)
+        records = [m for k in file_keys for m in client.memory.records_for_partition(k)]
         leaks = [m.id for m in records if any(redact(v) != v for v in (m.content, m.context, m.resolution))]
         _check(context, "memories", "memories_redacted", key, not leaks, unredacted=leaks[:20])
     context.log.info(f"extraction: {sum(1 for r in results if r.status == 'extracted')} segments extracted, "

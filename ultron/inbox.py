@@ -11,6 +11,7 @@ compactly: paths relative to their inbox, zlib-compressed, base64-encoded.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import zlib
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ultron.sessions.discovery import inbox_agent_id, partition_key, scan_inbox
+from ultron.sessions.partitioning import ArrivalLedger
 
 CURSOR_VERSION = 2
 _PREFIX = f"z{CURSOR_VERSION}:"
@@ -95,3 +97,33 @@ def diff_inbox(inboxes: Iterable[Path], default_agent_id: str, cursor: str | Non
             (diff.new if seen is None else diff.changed).append(item)
         diff.removed += [os.path.join(inbox_key, rel) for rel in seen_here if rel not in current]
     return diff
+
+
+@dataclass(frozen=True)
+class DayRun:
+    """One run of a day partition: the new or changed files that made it necessary."""
+
+    partition_key: str
+    agent_id: str
+    files: tuple[InboxFile, ...]
+
+    @property
+    def run_key(self) -> str:
+        """Unique per set of file versions: a file of the day that changes again re-runs the day."""
+        digest = hashlib.sha256("\n".join(sorted(f.run_key for f in self.files)).encode()).hexdigest()[:16]
+        return f"{self.partition_key}|{digest}"
+
+
+def plan_days(diff: InboxDiff, ledger: ArrivalLedger) -> tuple[list[DayRun], list[str]]:
+    """Daily partitioning: the day runs a diff asks for, and the day keys its new files add.
+
+    Every pending file is given its arrival day (recorded in ``ledger`` the first time); a
+    changed file keeps the day it arrived on."""
+    pending = diff.new + diff.changed
+    days = ledger.assign((f.partition_key, f.agent_id, f.mtime_ns) for f in pending)
+    by_day: dict[str, list[InboxFile]] = {}
+    for f in pending:
+        by_day.setdefault(days[f.partition_key], []).append(f)
+    runs = [DayRun(day, files[0].agent_id, tuple(files)) for day, files in sorted(by_day.items())]
+    added = sorted({days[f.partition_key] for f in diff.new})
+    return runs, added

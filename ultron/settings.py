@@ -96,6 +96,9 @@ class Settings:
     #: ULTRON_SENSOR_MAX_RUNS_PER_TICK: above this many new/changed files in one tick,
     #: the sensor launches one batch run instead of one run per file.
     sensor_max_runs_per_tick: int = 25
+    #: ULTRON_PARTITIONING: session (one partition per session file) or daily (one per agent
+    #: and arrival day, for inboxes past ~100k files); read when the definitions load.
+    partitioning: str = "session"
     #: ULTRON_LLM_PROVIDER: rules | openai | auto (openai when a key or base URL is set).
     llm_provider: str = "auto"
     #: ULTRON_LLM_BASE_URL: any OpenAI-compatible endpoint (DashScope, vLLM, Ollama, OpenAI).
@@ -236,6 +239,8 @@ class Settings:
             raise SettingsError("ULTRON_DECAY_INTERVAL_HOURS must be positive")
         if self.max_line_bytes < 1024:
             raise SettingsError("ULTRON_MAX_LINE_BYTES must be at least 1024")
+        if self.partitioning not in ("session", "daily"):
+            raise SettingsError(f"ULTRON_PARTITIONING={self.partitioning!r}: use session or daily")
         if self.llm_provider not in ("auto", "rules", "openai"):
             raise SettingsError(f"ULTRON_LLM_PROVIDER={self.llm_provider!r}: use rules, openai or auto")
         if self.segment_budget_tokens < 256:
@@ -282,6 +287,7 @@ class Settings:
             max_problems_per_file=_number(env, "ULTRON_MAX_PROBLEMS_PER_FILE", int),
             sensor_interval_seconds=_number(env, "ULTRON_SENSOR_INTERVAL_SECONDS", int),
             sensor_max_runs_per_tick=_number(env, "ULTRON_SENSOR_MAX_RUNS_PER_TICK", int),
+            partitioning=_lower(env, "ULTRON_PARTITIONING"),
             llm_provider=_lower(env, "ULTRON_LLM_PROVIDER"),
             llm_base_url=env.get("ULTRON_LLM_BASE_URL") or (DASHSCOPE_URL if _dashscope_only(env) else None),
             llm_api_key=env.get("ULTRON_LLM_API_KEY") or env.get("DASHSCOPE_API_KEY") or None,

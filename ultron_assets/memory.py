@@ -10,26 +10,44 @@ from ultron_assets.automation import follow_upstream
 from ultron_assets.metadata import llm_metadata, tier_chart
 from ultron_assets.partitions import session_partitions
 from ultron_assets.pools import STORE_POOL
-from ultron_assets.ranges import BACKFILL_POLICY, PartitionOutcome, combine, partition_keys
-from ultron_assets.trajectory import quality_metrics
+from ultron_assets.ranges import BACKFILL_POLICY, PartitionOutcome, combine, per_partition
+from ultron_assets.trajectory import build_trajectory_assets
 
-@dg.asset(
-    partitions_def=session_partitions,
-    backfill_policy=BACKFILL_POLICY,
-    deps=[quality_metrics],
-    group_name="memory_hub",
-    kinds={"postgres", "pgvector"},
-    description="Memories extracted from the session's memory-eligible segments: redacted, typed, embedded, "
-                "deduplicated (merged into near duplicates) and summarised.",
-    check_specs=[dg.AssetCheckSpec("memories_redacted", asset="memories",
-                                   description="Redacting the stored memories again changes nothing.")],
-)
-def memories(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource) -> dg.MaterializeResult:
-    client = ultron.client(llm)
-    outcomes = [_extract_partition(context, client, key) for key in partition_keys(context)]
-    return combine(outcomes, summed=("segments_extracted", "segments_pending", "inserted", "merged",
-                                     "dropped_low_confidence", "memories_from_this_session"),
-                   extra=llm_metadata(client.context.provider.usage, client.context.provider.name))
+MEMORY_SUMMED = ("segments_extracted", "segments_pending", "inserted", "merged", "dropped_low_confidence",
+                 "memories_from_this_session")
+
+
+def build_memories_asset(partitions_def: dg.DynamicPartitionsDefinition) -> dg.AssetsDefinition:
+    @dg.asset(
+        name="memories",
+        partitions_def=partitions_def,
+        backfill_policy=BACKFILL_POLICY,
+        deps=["quality_metrics"],
+        group_name="memory_hub",
+        kinds={"postgres", "pgvector"},
+        description="Memories extracted from the session's memory-eligible segments: redacted, typed, embedded, "
+                    "deduplicated (merged into near duplicates) and summarised.",
+        check_specs=[dg.AssetCheckSpec("memories_redacted", asset="memories",
+                                       description="Redacting the stored memories again changes nothing.")],
+    )
+    def memories(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource
+                 ) -> dg.MaterializeResult:
+        client = ultron.client(llm)
+        outcomes = per_partition(context, client.settings.home, lambda key: _extract_partition(context, client, key),
+                                 "memories_redacted", MEMORY_SUMMED)
+        return combine(outcomes, summed=MEMORY_SUMMED,
+                       extra=llm_metadata(client.context.provider.usage, client.context.provider.name))
+
+    return memories
+
+
+def build_per_session_assets(partitions_def: dg.DynamicPartitionsDefinition) -> list[dg.AssetsDefinition]:
+    """raw_sessions, task_segments, quality_metrics and memories over ``partitions_def``: the
+    definitions use ULTRON_PARTITIONING's; tests and benchmarks build the other mode's."""
+    return [*build_trajectory_assets(partitions_def), build_memories_asset(partitions_def)]
+
+
+memories = build_memories_asset(session_partitions)
 
 
 def _extract_partition(context: dg.AssetExecutionContext, client, key: str) -> PartitionOutcome:
@@ -61,7 +79,7 @@ def _extract_partition(context: dg.AssetExecutionContext, client, key: str) -> P
 
 
 @dg.asset(
-    deps=[memories],
+    deps=["memories"],
     group_name="memory_hub",
     kinds={"postgres"},
     automation_condition=follow_upstream,

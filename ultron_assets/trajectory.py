@@ -1,4 +1,8 @@
-"""Trajectory hub: session files → task segments → quality scores, one partition per file."""
+"""Trajectory hub: session files → task segments → quality scores, per session partition.
+
+The assets are built for the partitions ULTRON_PARTITIONING chose (``build_trajectory_assets``);
+each works file by file, so a partition of one file (``session``) and a day of many
+(``daily``) run the same code (``ranges.per_partition``)."""
 
 import collections
 
@@ -11,8 +15,8 @@ from ultron.ingestion import FileReport
 from ultron.sessions.discovery import parse_partition_key
 from ultron.trajectory.coverage import coverage_problems, score_problems
 from ultron_assets.metadata import llm_metadata, segments_table
-from ultron_assets.partitions import session_partitions
-from ultron_assets.ranges import BACKFILL_POLICY, PartitionOutcome, combine, partition_keys
+from ultron_assets.partitions import mode_of, session_partitions
+from ultron_assets.ranges import BACKFILL_POLICY, PartitionOutcome, combine, per_partition
 
 PREVIEW_MESSAGES = 20
 PREVIEW_CHARS = 160
@@ -20,6 +24,9 @@ LOGGED_PROBLEMS = 50
 
 PROBLEM_SCHEMA = dg.TableSchema(
     columns=[dg.TableColumn("line", "int"), dg.TableColumn("error", "string")]
+)
+FILE_PROBLEM_SCHEMA = dg.TableSchema(
+    columns=[dg.TableColumn("file", "string"), dg.TableColumn("line", "int"), dg.TableColumn("error", "string")]
 )
 PREVIEW_SCHEMA = dg.TableSchema(
     columns=[
@@ -31,33 +38,99 @@ PREVIEW_SCHEMA = dg.TableSchema(
 )
 
 
-@dg.asset(
-    partitions_def=session_partitions,
-    backfill_policy=BACKFILL_POLICY,
-    group_name="trajectory_hub",
-    kinds={"postgres"},
-    description="Agent session .jsonl files, parsed into messages and archived raw (one partition per file).",
-    check_specs=[
-        dg.AssetCheckSpec(
-            "parsed_cleanly",
-            asset="raw_sessions",
-            description="Every line of the session file was read without a problem.",
-        )
-    ],
-)
-def raw_sessions(context: dg.AssetExecutionContext, ultron: UltronResource) -> dg.MaterializeResult:
-    client = ultron.client()
-    outcomes = [_ingest_partition(context, client, key) for key in partition_keys(context)]
-    return combine(outcomes, summed=("messages", "size_bytes", "problem_count"))
+RAW_SUMMED = ("messages", "size_bytes", "problem_count")
 
 
-def _ingest_partition(context: dg.AssetExecutionContext, client, key: str) -> PartitionOutcome:
+def build_trajectory_assets(partitions_def: dg.DynamicPartitionsDefinition
+                            ) -> tuple[dg.AssetsDefinition, dg.AssetsDefinition, dg.AssetsDefinition]:
+    """raw_sessions, task_segments and quality_metrics over ``partitions_def``."""
+    daily = mode_of(partitions_def) == "daily"
+    unit = "one partition per agent and arrival day" if daily else "one partition per file"
+
+    @dg.asset(
+        name="raw_sessions",
+        partitions_def=partitions_def,
+        backfill_policy=BACKFILL_POLICY,
+        group_name="trajectory_hub",
+        kinds={"postgres"},
+        description=f"Agent session .jsonl files, parsed into messages and archived raw ({unit}).",
+        check_specs=[
+            dg.AssetCheckSpec(
+                "parsed_cleanly",
+                asset="raw_sessions",
+                description="Every line of the session file(s) was read without a problem.",
+            )
+        ],
+    )
+    def raw_sessions(context: dg.AssetExecutionContext, ultron: UltronResource) -> dg.MaterializeResult:
+        client = ultron.client()
+        outcomes = per_partition(context, client.settings.home,
+                                 lambda key: _ingest_partition(context, client, key, preview=not daily),
+                                 "parsed_cleanly", RAW_SUMMED, extra=_day_problems)
+        return combine(outcomes, summed=RAW_SUMMED)
+
+    @dg.asset(
+        name="task_segments",
+        partitions_def=partitions_def,
+        backfill_policy=BACKFILL_POLICY,
+        deps=[raw_sessions],
+        group_name="trajectory_hub",
+        kinds={"postgres"},
+        description="The session split into independent task segments (fingerprinted, incremental).",
+        check_specs=[dg.AssetCheckSpec("segments_cover_session", asset="task_segments",
+                                       description="Segments cover every message line of the session, "
+                                                   "with no overlap.")],
+    )
+    def task_segments(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource
+                      ) -> dg.MaterializeResult:
+        service = ultron.trajectory_service(llm)
+        outcomes = per_partition(context, service.settings.home, lambda key: _segment_partition(context, service, key),
+                                 "segments_cover_session", SEGMENT_SUMMED)
+        return combine(outcomes, summed=("segments",), extra=llm_metadata(service.usage, service.provider.name))
+
+    @dg.asset(
+        name="quality_metrics",
+        partitions_def=partitions_def,
+        backfill_policy=BACKFILL_POLICY,
+        deps=[task_segments],
+        group_name="trajectory_hub",
+        kinds={"postgres"},
+        description="Trajectory quality of each task segment: deterministic signals, plus an LLM judge when configured.",
+        check_specs=[dg.AssetCheckSpec("scores_in_range", asset="quality_metrics",
+                                       description="Every labeled segment has summary.overall_score in [0, 1].")],
+    )
+    def quality_metrics(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource
+                        ) -> dg.MaterializeResult:
+        service = ultron.trajectory_service(llm)
+        outcomes = per_partition(context, service.settings.home, lambda key: _label_partition(context, service, key),
+                                 "scores_in_range", QUALITY_SUMMED)
+        return combine(outcomes, summed=QUALITY_SUMMED, extra=llm_metadata(service.usage, service.provider.name))
+
+    return raw_sessions, task_segments, quality_metrics
+
+
+SEGMENT_SUMMED = ("segments",)
+QUALITY_SUMMED = ("labeled_now", "still_pending", "segments", "memory_eligible", "sft_eligible")
+
+
+def _day_problems(files: list[PartitionOutcome]) -> dict:
+    """A day's problems, file by file (the first 200), and the files that could not be read."""
+    records = [dg.TableRecord({"file": o.key, **r.data}) for o in files if o.row["problem_count"]
+               for r in o.metadata["problems"].value.records][:200]
+    return {
+        "problems": dg.MetadataValue.table(records, schema=FILE_PROBLEM_SCHEMA),
+        "statuses": dg.MetadataValue.json(dict(collections.Counter(o.row["status"] for o in files))),
+        "failed_files": dg.MetadataValue.json([o.key for o in files if o.row["status"] == "failed"]),
+    }
+
+
+def _ingest_partition(context: dg.AssetExecutionContext, client, key: str, preview: bool = True) -> PartitionOutcome:
     agent_id, path = parse_partition_key(key, client.settings.inbox)
     report = client.ingest([path], agent_id)
     # A path normally yields one report; a directory named like a session file yields more.
     file_report = next((f for f in report.files if f.path == str(path)), None) or report.files[0]
     _log_report(context, file_report)
-    preview = _preview(client, file_report)
+    preview = _preview(client, file_report) if preview else []
     metadata = {
         "status": file_report.status,
         "path": dg.MetadataValue.path(file_report.path),
@@ -119,23 +192,6 @@ def _preview(client, report: FileReport) -> list[dg.TableRecord]:
     ]
 
 
-@dg.asset(
-    partitions_def=session_partitions,
-    backfill_policy=BACKFILL_POLICY,
-    deps=[raw_sessions],
-    group_name="trajectory_hub",
-    kinds={"postgres"},
-    description="The session split into independent task segments (fingerprinted, incremental).",
-    check_specs=[dg.AssetCheckSpec("segments_cover_session", asset="task_segments",
-                                   description="Segments cover every message line of the session, with no overlap.")],
-)
-def task_segments(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource
-                  ) -> dg.MaterializeResult:
-    service = ultron.trajectory_service(llm)
-    outcomes = [_segment_partition(context, service, key) for key in partition_keys(context)]
-    return combine(outcomes, summed=("segments",), extra=llm_metadata(service.usage, service.provider.name))
-
-
 def _segment_partition(context: dg.AssetExecutionContext, service, key: str) -> PartitionOutcome:
     results = service.segment_pending_sessions(batch_size=1, partition_key=key)
     outcome = results[0] if results else None
@@ -171,24 +227,6 @@ def _segment_partition(context: dg.AssetExecutionContext, service, key: str) -> 
     return PartitionOutcome(key, metadata, check, {"status": status, "segments": len(rows)})
 
 
-@dg.asset(
-    partitions_def=session_partitions,
-    backfill_policy=BACKFILL_POLICY,
-    deps=[task_segments],
-    group_name="trajectory_hub",
-    kinds={"postgres"},
-    description="Trajectory quality of each task segment: deterministic signals, plus an LLM judge when configured.",
-    check_specs=[dg.AssetCheckSpec("scores_in_range", asset="quality_metrics",
-                                   description="Every labeled segment has summary.overall_score in [0, 1].")],
-)
-def quality_metrics(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource
-                    ) -> dg.MaterializeResult:
-    service = ultron.trajectory_service(llm)
-    outcomes = [_label_partition(context, service, key) for key in partition_keys(context)]
-    return combine(outcomes, summed=("labeled_now", "still_pending", "segments", "memory_eligible", "sft_eligible"),
-                   extra=llm_metadata(service.usage, service.provider.name))
-
-
 def _label_partition(context: dg.AssetExecutionContext, service, key: str) -> PartitionOutcome:
     labels = service.label_pending_segments(batch_size=10_000, partition_key=key)
     for label in labels:
@@ -221,3 +259,6 @@ def _label_partition(context: dg.AssetExecutionContext, service, key: str) -> Pa
         metadata={"problems": dg.MetadataValue.json(problems), "scored": len(scores)},
     )
     return PartitionOutcome(key, metadata, check, row)
+
+
+raw_sessions, task_segments, quality_metrics = build_trajectory_assets(session_partitions)
