@@ -222,6 +222,13 @@ class Settings:
     #: in the Agent Skills layout (<name>/SKILL.md) after every skill run, forget and retirement;
     #: ~/.claude/skills is the Claude Code integration. None = export only on request.
     skills_export_dir: Path | None = None
+    #: ULTRON_EXECUTOR: how a Dagster run executes its steps: in_process (one process, the
+    #: fastest on a small machine), multiprocess (a process per step) or celery (steps go to
+    #: Celery workers through the broker; deploy/celery/).
+    executor: str = "in_process"
+    #: ULTRON_CELERY_BROKER_URL / ULTRON_CELERY_BACKEND_URL: the Celery broker and result backend.
+    celery_broker_url: str = "redis://127.0.0.1:6379/0"
+    celery_backend_url: str = "redis://127.0.0.1:6379/0"
 
     def __post_init__(self) -> None:
         if not self.inbox:
@@ -239,6 +246,8 @@ class Settings:
             raise SettingsError("ULTRON_DECAY_INTERVAL_HOURS must be positive")
         if self.max_line_bytes < 1024:
             raise SettingsError("ULTRON_MAX_LINE_BYTES must be at least 1024")
+        if self.executor not in ("in_process", "multiprocess", "celery"):
+            raise SettingsError(f"ULTRON_EXECUTOR={self.executor!r}: use in_process, multiprocess or celery")
         if self.partitioning not in ("session", "daily"):
             raise SettingsError(f"ULTRON_PARTITIONING={self.partitioning!r}: use session or daily")
         if self.llm_provider not in ("auto", "rules", "openai"):
@@ -346,6 +355,9 @@ class Settings:
             api_url=(env.get("ULTRON_API_URL") or "").strip() or None,
             ingest_roots=_paths(env, "ULTRON_INGEST_ROOTS"),
             skills_export_dir=_path(env, "ULTRON_SKILLS_EXPORT_DIR"),
+            executor=_lower(env, "ULTRON_EXECUTOR"),
+            celery_broker_url=(env.get("ULTRON_CELERY_BROKER_URL") or "").strip() or None,
+            celery_backend_url=(env.get("ULTRON_CELERY_BACKEND_URL") or "").strip() or None,
         )
         known = {f.name for f in fields(cls)}
         unknown = set(overrides) - known

@@ -11,6 +11,7 @@ from jobs.ingest import ingest_inbox, ingest_sessions, pipeline_job
 from jobs.maintenance import maintenance_job
 from jobs.sft_export import sft_export_job
 from resources.database import UltronResource
+from resources.executors import build_executor
 from resources.llm import LLMResource
 from sensors.automation import build_automation_sensor
 from sensors.schedules import build_maintenance_schedule
@@ -39,5 +40,5 @@ defs = dg.Definitions(
         "ultron": UltronResource(database_url=_env("ULTRON_DATABASE_URL")),
         "llm": LLMResource(base_url=_env("ULTRON_LLM_BASE_URL"), api_key=_env("ULTRON_LLM_API_KEY")),
     },
-    executor=dg.in_process_executor,
+    executor=build_executor(settings),
 )
