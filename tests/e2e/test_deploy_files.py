@@ -98,6 +98,17 @@ def test_every_yaml_file_under_deploy_is_well_formed():
         assert isinstance(yaml.safe_load(f.read_text()), dict), f
 
 
+def test_compose_file_follows_the_compose_specification(tmp_path):
+    """The Compose Specification's own JSON schema (vendored by check-jsonschema): unknown keys,
+    a misspelt depends_on condition or a healthcheck of the wrong shape fail here."""
+    check = [str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.compose-spec"]
+    out = subprocess.run([*check, str(DOCKER / "compose.yaml")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    broken = tmp_path / "compose.yaml"
+    broken.write_text((DOCKER / "compose.yaml").read_text().replace("service_healthy", "healthy", 1))
+    assert subprocess.run([*check, str(broken)], capture_output=True, timeout=60).returncode == 1
+
+
 def test_compose_runs_every_service_from_the_ultron_image_with_healthchecks_and_ordering():
     services = COMPOSE["services"]
     assert set(services) == {"postgres", "redis", *ULTRON_SERVICES}
@@ -293,19 +304,65 @@ def test_helm_values_use_chart_keys_and_serve_ultron_assets_with_the_k8s_run_lau
 
 
 @pytest.fixture
-def fresh_database(db) -> Iterator[str]:
-    """A new database on the embedded server, dropped afterwards."""
+def new_database(db) -> Iterator[Any]:
+    """Creates databases on the test session's server (embedded or external); all dropped afterwards."""
     import sqlalchemy as sa
 
-    name = f"deploy_{uuid.uuid4().hex[:8]}"
     admin = sa.make_url(db.urls.dagster)
     engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
+    names: list[str] = []
+
+    def create(name: str | None = None) -> str:
+        names.append(name or f"deploy_{uuid.uuid4().hex[:8]}")
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{names[-1]}"'))
+        return admin.set(database=names[-1]).render_as_string(hide_password=False)
+
+    yield create
     with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    yield admin.set(database=name).render_as_string(hide_password=False)
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        for name in names:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     engine.dispose()
+
+
+@pytest.fixture
+def fresh_database(new_database) -> str:
+    return new_database()
+
+
+def test_the_postgres_init_script_creates_dagsters_database_and_pgvector(new_database, tmp_path):
+    """The script as the postgres image runs it (psql, stop on the first error), on databases
+    renamed so that it cannot touch the test server's own."""
+    import sqlalchemy as sa
+
+    psql = shutil.which("psql")
+    if psql is None:
+        pytest.skip("psql is not installed")
+    suffix = uuid.uuid4().hex[:8]
+    ultron_url = sa.make_url(new_database(f"initdb_ultron_{suffix}"))
+    script = (DOCKER / "initdb" / "10-dagster-database.sql").read_text()
+    assert "CREATE DATABASE dagster;" in script and "\\connect ultron" in script
+    renamed = tmp_path / "init.sql"
+    renamed.write_text(script.replace("CREATE DATABASE dagster;", f"CREATE DATABASE initdb_dagster_{suffix};")
+                       .replace("\\connect ultron", f"\\connect initdb_ultron_{suffix}"))
+    host = ultron_url.host or ultron_url.query.get("host")  # a unix socket directory on the embedded server
+    env = {**os.environ, "PGHOST": str(host), "PGPORT": str(ultron_url.port or 5432), "PGUSER": ultron_url.username,
+           "PGPASSWORD": ultron_url.password or "", "PGDATABASE": ultron_url.database}
+    out = subprocess.run([psql, "-v", "ON_ERROR_STOP=1", "--no-psqlrc", "-f", str(renamed)], capture_output=True,
+                         text=True, env=env, timeout=60)
+    # the script's own database is dropped here; the factory drops the other
+    engine = sa.create_engine(ultron_url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            created = conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :n"),
+                                   {"n": f"initdb_dagster_{suffix}"}).first()
+            if created:
+                conn.execute(sa.text(f'DROP DATABASE "initdb_dagster_{suffix}" WITH (FORCE)'))
+            vector = conn.execute(sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")).first()
+    finally:
+        engine.dispose()
+    assert out.returncode == 0, out.stderr
+    assert created and vector
 
 
 DAGSTER_YAMLS = sorted(p.relative_to(ROOT).as_posix() for p in [ROOT / "dagster.yaml", *DEPLOY.rglob("dagster.yaml")])
@@ -348,10 +405,12 @@ class Processes:
     def __init__(self, env: dict[str, str], cwd: Path, logs: Path) -> None:
         self.env, self.cwd, self.logs, self.procs = env, cwd, logs, {}
 
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        log = open(self.logs / f"{name}.log", "wb")
-        self.procs[name] = proc = subprocess.Popen([str(BIN / argv[0]), *argv[1:]], env=self.env, cwd=self.cwd,
-                                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    def start(self, name: str, argv: list[str], **extra_env: str) -> subprocess.Popen:
+        exe = argv[0] if os.path.isabs(argv[0]) else str(BIN / argv[0])
+        with open(self.logs / f"{name}.log", "wb") as log:
+            self.procs[name] = proc = subprocess.Popen([exe, *argv[1:]], env={**self.env, **extra_env},
+                                                       cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT,
+                                                       start_new_session=True)
         return proc
 
     def log(self, name: str) -> str:
@@ -388,8 +447,9 @@ def wait_for(check, what: str, timeout: float, procs: Processes, name: str):
         time.sleep(0.5)
 
 
-def graphql(port: int, query: str) -> dict:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+def graphql(port: int, query: str, variables: dict | None = None) -> dict:
+    payload = {"query": query, "variables": variables or {}}
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps(payload).encode(),
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as resp:
         body = json.load(resp)
@@ -401,29 +461,51 @@ LOCATIONS = """{ workspaceOrError { __typename ... on Workspace { locationEntrie
   locationOrLoadError { __typename ... on PythonError { message }
     ... on RepositoryLocation { repositories { name jobs { name } assetNodes { assetKey { path } } } } } } } } }"""
 DAEMONS = "{ instance { daemonHealth { allDaemonStatuses { daemonType healthy required } } } }"
+LAUNCH = """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
+  ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
+  ... on RunConfigValidationInvalid { errors { message } } ... on InvalidSubsetError { message } } }"""
+RUN = "query($id: ID!) { runOrError(runId: $id) { __typename ... on Run { status } } }"
 
 
-def test_code_server_webserver_and_daemon_run_as_separate_processes_like_compose(db, fresh_database, tmp_path):
-    """deploy/docker's topology with its own dagster.yaml and workspace.yaml: `dagster api grpc`
-    serves the definitions, dagster-webserver loads them through the grpc_server entry, and
-    dagster-daemon heartbeats, each its own process, Dagster's storage on a new database.
-    The inbox is empty and nothing is materialised, so no sensor or automation starts a run."""
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
+def test_the_compose_topology_as_processes_launches_a_run_whose_step_runs_on_a_celery_worker(
+        db, new_database, tmp_path):
+    """deploy/docker's topology with its own dagster.yaml, workspace.yaml and commands, each a
+    process of its own: Redis, `dagster api grpc` serving the definitions, a Celery worker,
+    dagster-webserver loading the code server through the grpc_server entry, dagster-daemon.
+    A run launched over GraphQL (as from the UI) is queued, dequeued by the daemon, started
+    by the code server through the launcher, and its step executed by the Celery worker.
+    Ultron's store and Dagster's storage are new databases; the inbox is empty, so no sensor
+    starts a run of its own."""
+    import sqlalchemy as sa
+
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copyfile(DOCKER / "dagster.yaml", home / "dagster.yaml")
-    grpc_port, web_port = free_port(), free_port()
+    grpc_port, web_port, redis_port = free_port(), free_port(), free_port()
     workspace = yaml.safe_load((DOCKER / "workspace.yaml").read_text())
     workspace["load_from"][0]["grpc_server"].update(host="127.0.0.1", port=grpc_port)
     (home / "workspace.yaml").write_text(yaml.safe_dump(workspace))
     ultron_home = tmp_path / "ultron_home"
     (ultron_home / "inbox").mkdir(parents=True)
+    ultron_url = new_database()
+    compose_env = COMPOSE["services"]["usercode"]["environment"]
     env = {**os.environ, "DAGSTER_HOME": str(home), "ULTRON_HOME": str(ultron_home),
-           "ULTRON_DATABASE_URL": db.urls.ultron, "ULTRON_DAGSTER_DATABASE_URL": fresh_database}
+           "ULTRON_DATABASE_URL": ultron_url, "ULTRON_DAGSTER_DATABASE_URL": new_database(),
+           "ULTRON_EXECUTOR": interpolate(compose_env["ULTRON_EXECUTOR"]),
+           "ULTRON_CELERY_BROKER_URL": f"redis://127.0.0.1:{redis_port}/0",
+           "ULTRON_CELERY_BACKEND_URL": f"redis://127.0.0.1:{redis_port}/1"}
+    assert env["ULTRON_EXECUTOR"] == "celery"
     env.pop("ULTRON_DAGSTER_PG_URL", None)
     procs = Processes(env, tmp_path, tmp_path)  # cwd outside the repository: the installed package serves
     try:
+        procs.start("redis", [shutil.which("redis-server"), "--port", str(redis_port), "--bind", "127.0.0.1",
+                              "--save", "", "--appendonly", "no"])
         procs.start("usercode", ["dagster", "api", "grpc", "-m", "ultron_assets.definitions",
                                  "-h", "127.0.0.1", "-p", str(grpc_port)])
+        worker = [interpolate(t) for t in COMPOSE["services"]["celery-worker"]["command"]]
+        procs.start("celery-worker", [*worker, "-n", "deploytest@%h", "--without-mingle", "--without-gossip"],
+                    PYTHONPATH=str(DEPLOY / "celery"))
 
         def grpc_up() -> bool:
             with socket.create_connection(("127.0.0.1", grpc_port), timeout=1):
@@ -449,11 +531,30 @@ def test_code_server_webserver_and_daemon_run_as_separate_processes_like_compose
         assert {"ingest_sessions", "maintenance_job"} <= jobs, jobs
 
         def daemons_healthy() -> bool:
-            procs.alive("daemon")
             statuses = graphql(web_port, DAEMONS)["instance"]["daemonHealth"]["allDaemonStatuses"]
             healthy = {s["daemonType"] for s in statuses if s["healthy"]}
             return {"SENSOR", "SCHEDULER", "QUEUED_RUN_COORDINATOR", "MONITORING"} <= healthy
         wait_for(daemons_healthy, "daemon heartbeats", 60, procs, "daemon")
-        procs.alive("usercode")
+
+        params = {"selector": {"repositoryLocationName": "ultron", "repositoryName": repo["name"],
+                               "jobName": "__ASSET_JOB", "assetSelection": [{"path": ["tiers"]}]},
+                  "runConfigData": {}}
+        launched = graphql(web_port, LAUNCH, {"p": params})["launchRun"]
+        assert launched["__typename"] == "LaunchRunSuccess", launched
+        run_id = launched["run"]["runId"]
+
+        def finished() -> str | None:
+            procs.alive("usercode")
+            procs.alive("celery-worker")
+            status = graphql(web_port, RUN, {"id": run_id})["runOrError"]["status"]
+            return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
+        assert wait_for(finished, "the run", 120, procs, "daemon") == "SUCCESS", procs.log("usercode")
+        # the step ran on the Celery worker, and wrote to Ultron's store through the run's settings
+        wait_for(lambda: "succeeded in" in procs.log("celery-worker"), "the worker's task", 10, procs,
+                 "celery-worker")
+        engine = sa.create_engine(ultron_url)
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM ultron_alembic_version")).scalar() == 1
+        engine.dispose()
     finally:
         procs.stop()
