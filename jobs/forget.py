@@ -16,7 +16,7 @@ from resources.llm import LLMResource
 from ultron.sdk import Ultron
 from ultron.sessions.discovery import parse_partition_key
 from ultron.sessions.partitioning import ArrivalLedger
-from ultron_assets.partitions import PARTITIONING, session_partitions
+from ultron_assets.partitions import partitions_for
 
 
 def remove_forgotten_partitions(instance: dg.DagsterInstance, report: Mapping[str, Any],
@@ -24,16 +24,15 @@ def remove_forgotten_partitions(instance: dg.DagsterInstance, report: Mapping[st
     """Delete the session partitions named in a forget report; returns those deleted (a key
     Dagster never knew is skipped). Under daily partitioning (``client`` given) the days of
     the forgotten files go once none of their files is left."""
-    if PARTITIONING == "daily":
-        if client is None:
-            return []
+    if client is not None and client.settings.partitioning == "daily":
         ledger = ArrivalLedger.at(client.settings.home)
         days = {ledger.day_of(k) for k in report.get("partitions") or []} - {None}
         return _delete_stale_days(instance, client, sorted(days))
     removed = []
+    name = partitions_for("session").name
     for key in report.get("partitions") or []:
-        if instance.has_dynamic_partition(session_partitions.name, key):
-            instance.delete_dynamic_partition(session_partitions.name, key)
+        if instance.has_dynamic_partition(name, key):
+            instance.delete_dynamic_partition(name, key)
             removed.append(key)
     return removed
 
@@ -41,11 +40,12 @@ def remove_forgotten_partitions(instance: dg.DagsterInstance, report: Mapping[st
 def prune_stale_partitions(instance: dg.DagsterInstance, client: Ultron) -> list[str]:
     """Delete partitions with no session row and no file: forgotten outside Dagster. A
     partition whose file still exists is only waiting for its ingestion run and stays."""
-    if PARTITIONING == "daily":
-        return _delete_stale_days(instance, client, instance.get_dynamic_partitions(session_partitions.name))
+    name = partitions_for(client.settings.partitioning).name
+    if client.settings.partitioning == "daily":
+        return _delete_stale_days(instance, client, instance.get_dynamic_partitions(name))
     stored = client.stored_partition_keys()
     removed = []
-    for key in instance.get_dynamic_partitions(session_partitions.name):
+    for key in instance.get_dynamic_partitions(name):
         if key in stored:
             continue
         try:
@@ -53,7 +53,7 @@ def prune_stale_partitions(instance: dg.DagsterInstance, client: Ultron) -> list
         except ValueError:
             continue
         if not path.exists():
-            instance.delete_dynamic_partition(session_partitions.name, key)
+            instance.delete_dynamic_partition(name, key)
             removed.append(key)
     return removed
 
@@ -62,14 +62,15 @@ def _delete_stale_days(instance: dg.DagsterInstance, client: Ultron, days: list[
     """Delete the day partitions none of whose files is stored or still on disk."""
     stored = client.stored_partition_keys()
     ledger = ArrivalLedger.at(client.settings.home)
+    name = partitions_for("daily").name
     removed = []
     for day in days:
-        if not instance.has_dynamic_partition(session_partitions.name, day):
+        if not instance.has_dynamic_partition(name, day):
             continue
         files = ledger.files_in(day)
         if any(f in stored or _exists(f, client) for f in files):
             continue
-        instance.delete_dynamic_partition(session_partitions.name, day)
+        instance.delete_dynamic_partition(name, day)
         removed.append(day)
     return removed
 

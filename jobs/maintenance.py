@@ -16,7 +16,7 @@ from ultron.maintenance import BATCH, PIPELINE_STEPS, STEPS, Step
 from ultron.sdk import Ultron
 from ultron.trajectory.coverage import coverage_problems, score_problems
 from ultron_assets.metadata import clusters_metadata, llm_metadata, skills_metadata, tier_chart
-from ultron_assets.partitions import partition_for_file, session_partitions
+from ultron_assets.partitions import partition_for_file, partitions_for
 from ultron_assets.pools import STORE_POOL
 
 Context = dg.OpExecutionContext
@@ -46,7 +46,7 @@ def _by_partition(client: Ultron, items, file_key: Callable[[Any], str | None],
     for item in items:
         key = file_key(item)
         if key:
-            partition = partition_for_file(key, client.settings.home, _mtime_ns(path(item)) if path else None)
+            partition = partition_for_file(key, client.settings, _mtime_ns(path(item)) if path else None)
             if partition:
                 groups.setdefault(partition, []).append(item)
     return groups
@@ -55,20 +55,21 @@ def _by_partition(client: Ultron, items, file_key: Callable[[Any], str | None],
 def _report_refresh(context: Context, client: Ultron, report) -> None:
     touched = [f for f in report.files if f.status in ("new", "changed") and f.partition_key]
     groups = _by_partition(client, touched, lambda f: f.partition_key, lambda f: f.path)
-    partitions_name = session_partitions.name
+    partitions_name = partitions_for(client.settings.partitioning).name
     missing = [k for k in groups if not context.instance.has_dynamic_partition(partitions_name, k)]
     if missing:
         context.instance.add_dynamic_partitions(partitions_name, missing)
+    daily = client.settings.partitioning == "daily"
     for key, files in groups.items():
         problems = sum(len(f.problems) for f in files)
-        shown = ({"status": files[0].status, "path": dg.MetadataValue.path(files[0].path)} if len(files) == 1 else
+        shown = ({"status": files[0].status, "path": dg.MetadataValue.path(files[0].path)} if not daily else
                  {"files": len(files), "statuses": dg.MetadataValue.json(
                      {s: sum(f.status == s for f in files) for s in {f.status for f in files}})})
         context.log_event(dg.AssetMaterialization(
             asset_key="raw_sessions", partition=key, description="ingested by a batch job",
             metadata={**shown, "messages": sum(f.messages for f in files), "problem_count": problems}))
         _check(context, "raw_sessions", "parsed_cleanly", key, not problems, dg.AssetCheckSeverity.WARN,
-               **({"status": files[0].status} if len(files) == 1 else
+               **({"status": files[0].status} if not daily else
                   {"failed_files": [f.partition_key for f in files if f.problems]}), problem_count=problems)
     from jobs.forget import prune_stale_partitions
 
@@ -89,7 +90,8 @@ def _report_segments(context: Context, client: Ultron, results) -> None:
         context.log_event(dg.AssetMaterialization(
             asset_key="task_segments", partition=key, description="segmented by a batch job",
             metadata={"segments": sum(len(r.segments) for r in rs), "replaced": sum(r.replaced for r in rs),
-                      "windows": sum(r.windows for r in rs), **({"files": len(rs)} if len(rs) > 1 else {})}))
+                      "windows": sum(r.windows for r in rs),
+                      **({"files": len(rs)} if client.settings.partitioning == "daily" else {})}))
         problems = [p for r in rs for p in coverage_problems(service.message_lines(r.agent_id, r.session_file),
                                                             service.segments_for(r.agent_id, r.session_file))]
         _check(context, "task_segments", "segments_cover_session", key, not problems, problems=problems)

@@ -36,7 +36,8 @@ def files_of(partitions_def: dg.PartitionsDefinition | None, key: str, home: Pat
     return files_in_partition(mode_of(partitions_def), key, home)
 
 
-def partition_for_file(file_key: str, home: Path, mtime_ns: int | None = None,
-                       mode: str = PARTITIONING) -> str | None:
-    """The partition of this code location that holds a session file."""
-    return partition_of(mode, file_key, home, mtime_ns=mtime_ns)
+def partition_for_file(file_key: str, settings: Settings, mtime_ns: int | None = None) -> str | None:
+    """The partition holding a session file under ``settings.partitioning`` (jobs that are not
+    partitioned read the mode from their run's settings, the same environment the
+    definitions loaded from)."""
+    return partition_of(settings.partitioning, file_key, settings.home, mtime_ns=mtime_ns)

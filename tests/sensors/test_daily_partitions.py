@@ -179,3 +179,41 @@ def test_a_backfill_of_all_daily_partitions_runs_one_run_per_hundred_days(projec
         covered += keys[keys.index(start): keys.index(end) + 1]
         assert {k.to_user_string() for k in run.asset_selection} == set(PER_SESSION)
     assert sorted(covered) == sorted(keys)
+
+
+def test_the_batch_run_reports_and_checks_day_partitions_and_prunes_forgotten_days(
+        client, db, dagster_instance, inbox, monkeypatch):
+    """ingest_inbox (the sensor's batch job) runs unpartitioned: it reads the mode from its
+    run's settings and reports each day it touched as one partition, never file keys."""
+    from jobs.forget import prune_stale_partitions
+    from jobs.maintenance import ingest_inbox
+    from ultron.sdk import Ultron
+
+    inbox, a, b = inbox
+    monkeypatch.setenv("ULTRON_PARTITIONING", "daily")
+    [req] = tick(daily_sensor(sensor_max_runs_per_tick=1), dagster_instance).run_requests
+    assert req.job_name == "ingest_inbox"
+    result = ingest_inbox.execute_in_process(
+        instance=dagster_instance, resources={"ultron": UltronResource(home=str(TEST_HOME)), "llm": LLMResource()})
+    assert result.success
+    mats = [e.event_specific_data.materialization for e in result.all_events
+            if e.event_type_value == "ASSET_MATERIALIZATION"]
+    days = sorted([f"{a}:{DAY1}", f"{a}:{DAY2}", f"{b}:{DAY1}", f"{b}:{DAY2}"])
+    for asset in ("raw_sessions", "task_segments", "quality_metrics"):
+        assert sorted(m.partition for m in mats if m.asset_key.path[-1] == asset) == days, asset
+    raw = {m.partition: m.metadata for m in mats if m.asset_key.path[-1] == "raw_sessions"}
+    assert raw[f"{b}:{DAY2}"]["files"].value == 2 and raw[f"{b}:{DAY2}"]["messages"].value == 2 * len(SEED_EXAMPLE)
+    assert all(dagster_instance.has_dynamic_partition("session_days", d) for d in days)
+    assert not dagster_instance.has_dynamic_partition("session_files", f"{a}:{a}/p/a1.jsonl")
+    parsed = {e.partition: e for e in (ev.event_specific_data for ev in result.all_events
+                                       if ev.event_type_value == "ASSET_CHECK_EVALUATION")
+              if e.check_name == "parsed_cleanly"}
+    assert sorted(d for d, e in parsed.items() if not e.passed) == [f"{b}:{DAY1}"]
+    assert parsed[f"{b}:{DAY1}"].metadata["failed_files"].value == [f"{b}:{b}/b1.jsonl"]
+
+    # The day's only file is forgotten and deleted: the maintenance refresh prunes that day only.
+    daily = Ultron(Settings.from_env(), db=db)
+    daily.forget(session_file=str(inbox / b / "b1.jsonl"))
+    (inbox / b / "b1.jsonl").unlink(missing_ok=True)
+    assert prune_stale_partitions(dagster_instance, daily) == [f"{b}:{DAY1}"]
+    assert prune_stale_partitions(dagster_instance, daily) == []
