@@ -13,6 +13,7 @@ snapshot, the run config or the UI; only the password-free default is written li
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import dagster as dg
@@ -24,15 +25,16 @@ from ultron.settings import Settings
 CELERY_CONFIG_SOURCE: dict[str, Any] = {"worker_prefetch_multiplier": 1}
 
 
-def _url(name: str, default: str) -> str | dict[str, str]:
-    return {"env": name} if os.environ.get(name, "").strip() else default
+def _url(env: Mapping[str, str], name: str, default: str) -> str | dict[str, str]:
+    return {"env": name} if env.get(name, "").strip() else default
 
 
-def celery_executor_config(settings: Settings) -> dict[str, Any]:
+def celery_executor_config(settings: Settings, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The celery executor's config: what `deploy/celery/dagster_celery_config.py` gives the workers."""
+    env = os.environ if env is None else env
     return {
-        "broker": _url("ULTRON_CELERY_BROKER_URL", settings.celery_broker_url),
-        "backend": _url("ULTRON_CELERY_BACKEND_URL", settings.celery_backend_url),
+        "broker": _url(env, "ULTRON_CELERY_BROKER_URL", settings.celery_broker_url),
+        "backend": _url(env, "ULTRON_CELERY_BACKEND_URL", settings.celery_backend_url),
         "config_source": dict(CELERY_CONFIG_SOURCE),
     }
 
