@@ -34,7 +34,7 @@ import psutil
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _support import machine_line, private_home  # noqa: E402
+from _support import machine_line, private_home
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "claude-code"
@@ -160,12 +160,11 @@ def run_arm(name: str, workers: int, admin: str, base_env: dict[str, str], keys:
     try:
         names = [f"{name}-w{i}@bench" for i in range(workers)]
         for worker in names:
-            log = open(scratch / f"{worker}.log", "wb")
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "dagster_celery.app", "worker", "-Q", "dagster",
-                 "--concurrency", "1", "-n", worker, "--loglevel", "WARNING", "--without-mingle", "--without-gossip"],
-                env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
-            log.close()
+            with open(scratch / f"{worker}.log", "wb") as log:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "celery", "-A", "dagster_celery.app", "worker", "-Q", "dagster",
+                     "--concurrency", "1", "-n", worker, "--loglevel", "WARNING", "--without-mingle",
+                     "--without-gossip"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
         if names:
             wait_for_workers(broker or "", names)
         ranges = [(keys[i], keys[min(i + per_run, len(keys)) - 1]) for i in range(0, len(keys), per_run)]

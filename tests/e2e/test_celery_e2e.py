@@ -22,8 +22,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -130,11 +131,14 @@ class Arm:
         }
         if broker:
             self.env["ULTRON_CELERY_BROKER_URL"] = self.env["ULTRON_CELERY_BACKEND_URL"] = broker
+        self.drivers: list[subprocess.Popen[str]] = []
         self.engine = sa.create_engine(self.ultron_url.replace("postgresql+psycopg2", "postgresql+psycopg"))
 
     def start(self, spec: dict[str, Any]) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps({"root": str(ROOT), **spec})],
+        proc = subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps({"root": str(ROOT), **spec})],
                                 env=self.env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.drivers.append(proc)
+        return proc
 
     def finish(self, proc: subprocess.Popen[str], logs: list[Path] = ()) -> dict[str, Any]:
         out, err = proc.communicate(timeout=600)
@@ -149,6 +153,7 @@ class Arm:
         return self.finish(self.start(spec))
 
     def close(self) -> None:
+        _stop(self.drivers)
         self.engine.dispose()
         for url in (self.ultron_url, self.dagster_url):
             _drop_database(self.admin, url)

@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 __all__ = ["RedisServer", "RedisUnavailable", "available", "redis_binary"]
 
@@ -59,18 +60,17 @@ class RedisServer:
     def url(self, db: int = 0) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
 
-    def start(self) -> "RedisServer":
+    def start(self) -> Self:
         binary = redis_binary()
         if binary is None:
             raise RedisUnavailable("redis-server is not on PATH (Debian/Ubuntu: apt-get install redis-server)")
         self.dir = Path(tempfile.mkdtemp(prefix="ultron-redis-"))
         self.port = _free_port()
-        log = open(self.dir / "redis.log", "wb")
-        self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-             "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--daemonize", "no"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
-        log.close()
+        with open(self.dir / "redis.log", "wb") as log:
+            self.process = subprocess.Popen(
+                [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+                 "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--daemonize", "no"],
+                stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
         deadline = time.monotonic() + self.startup_timeout
         while not _ping(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -94,7 +94,7 @@ class RedisServer:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
 
-    def __enter__(self) -> "RedisServer":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
