@@ -16,7 +16,9 @@ Per size it prints:
   query embedding; ``today's``: the search of 86245b9 on the same store, the baseline;
 * the dense arm as production runs it (ef_search, top 40, iterative scan) and its recall@10
   against ``numpy exact`` (an exact scan in memory); with ``--halfvec``, the same over a
-  ``halfvec`` expression index;
+  ``halfvec`` expression index, as is and with its 40 candidates re-scored by the full
+  vector (what the fusion does anyway); ``--ef-sweep 200 400 800``: the same at other
+  ef_search values;
 * a search filtered to one agent among 50: production (one HNSW graph, filter applied
   during the walk) and, with ``--partitions``, a side table LIST-partitioned by agent with
   one HNSW index per partition (pgvector's per-tenant pattern);
@@ -26,7 +28,12 @@ Per size it prints:
 Recall@10 is the overlap of the top 10 with the exact top 10.
 
     python benchmarks/search.py [--sizes 100000 1000000] [--keep-home /work/bench-1m]
-           [--halfvec] [--partitions] [--build-only]
+           [--halfvec] [--partitions] [--ef-sweep 200 400] [--build-only] [--queries 200]
+
+Building the 1M store takes about 25 minutes on 2 busy cores (COPY 13 min, HNSW 12 min;
+the halfvec index another 10, the partitions 4): build it once with ``--build-only`` in
+the background, then measure as often as needed. The stores take about 8 GB (1M) and
+0.8 GB (100k) of disk.
 """
 
 from __future__ import annotations
@@ -250,6 +257,8 @@ def main() -> int:
     ap.add_argument("--keep-home", type=Path, help="keep (and reuse) the stores in DIR/n<size>, outside the repo")
     ap.add_argument("--build-only", action="store_true", help="build (or check) the stores, measure nothing")
     ap.add_argument("--halfvec", action="store_true", help="also build and time a halfvec HNSW index")
+    ap.add_argument("--ef-sweep", type=int, nargs="*", default=[], metavar="EF",
+                    help="also time the dense arm at these hnsw.ef_search values")
     ap.add_argument("--partitions", action="store_true", help="also build and time a per-agent partitioned copy")
     ap.add_argument("--maintenance-mem", default="5GB", help="maintenance_work_mem of the index builds")
     ap.add_argument("--parallel-workers", type=int, default=1, help="max_parallel_maintenance_workers")
@@ -329,14 +338,14 @@ def run_size(args, home: Path, size: int, topics, texts, questions) -> None:
 
     results: list[tuple[str, list[float], float | None]] = []
 
-    def timed_ann(name: str, sql: str, cast: str, truths: list[set[str]], extra: dict | None = None) -> None:
+    def timed_ann(name: str, sql: str, cast: str, truths: list[set[str]], ef_search: int = ef) -> None:
         times, recalls = [], []
         with client.db.engine.connect() as conn:
-            conn.exec_driver_sql(f"SET hnsw.ef_search = {ef}; SET hnsw.iterative_scan = relaxed_order")
+            conn.exec_driver_sql(f"SET hnsw.ef_search = {ef_search}; SET hnsw.iterative_scan = relaxed_order")
             for q, tr in zip(queries, truths):
                 vec = "[" + ",".join(f"{x:.7g}" for x in q) + "]"
                 t0 = time.perf_counter()
-                got = conn.execute(sa.text(sql.format(cast=cast)), {"q": vec, **(extra or {})}).scalars().all()
+                got = conn.execute(sa.text(sql.format(cast=cast)), {"q": vec}).scalars().all()
                 times.append(time.perf_counter() - t0)
                 recalls.append(len(set(got[:10]) & tr) / 10)
         results.append((name, times, statistics.mean(recalls)))
@@ -355,8 +364,17 @@ def run_size(args, home: Path, size: int, topics, texts, questions) -> None:
     dense = ("SELECT id FROM memory_records WHERE status = 'active' ORDER BY embedding{cast} <=> "
              "CAST(:q AS vector){cast} LIMIT 40")
     timed_ann("dense arm (vector)", dense, "", truth)
+    rerank = ("SELECT id FROM (" + dense + ") c ORDER BY (SELECT embedding FROM memory_records m WHERE m.id = c.id) "
+              "<=> CAST(:q AS vector)")
     if half is not None:
         timed_ann("dense arm (halfvec)", dense, f"::halfvec({DIM})", truth)
+        # what production would do with it: the 40 candidates scored by the full vector
+        # (the fusion reads 1 - (embedding <=> q) of each candidate anyway)
+        timed_ann("dense arm (halfvec, rerank)", rerank, f"::halfvec({DIM})", truth)
+    for ef_search in args.ef_sweep:  # what a larger ULTRON_HNSW_EF_SEARCH buys
+        timed_ann(f"dense arm (vector) ef {ef_search}", dense, "", truth, ef_search)
+        if half is not None:
+            timed_ann(f"  halfvec, rerank, ef {ef_search}", rerank, f"::halfvec({DIM})", truth, ef_search)
     # filtered to one agent among 50
     agents = [agent_of(i) for i in range(args.queries)]
     rows_of = {a: np.arange(int(a[-2:]), size, AGENTS) for a in set(agents)}
@@ -379,7 +397,7 @@ def run_size(args, home: Path, size: int, topics, texts, questions) -> None:
 
     with client.db.engine.connect() as conn:
         sz = relation_sizes(conn)
-    rss = measure_rss(home) if not args.no_minilm else {}
+    rss = measure_rss(home, questions) if not args.no_minilm else {}
     report(size, info, half, parted, sz, results, numpy_p50, rss)
 
 
@@ -445,12 +463,13 @@ def python_loop(client, queries) -> list[float]:
     return times
 
 
-def measure_rss(home: Path) -> dict[str, Any]:
+def measure_rss(home: Path, questions: list[str]) -> dict[str, Any]:
     """A fresh process that does what ``ultron serve`` does for a search (imports, MiniLM,
     50 searches through ``Ultron``), so the figure is not this process's vectors."""
     env = {**os.environ, "ULTRON_HOME": str(home)}
-    out = subprocess.run([sys.executable, __file__, "--rss-child", str(home)], env=env, capture_output=True,
-                         text=True, check=True)
+    qs = questions[:50] or [f"deploy error timeout {i}" for i in range(50)]
+    out = subprocess.run([sys.executable, __file__, "--rss-child", str(home)], env=env, input=json.dumps(qs),
+                         capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -460,17 +479,19 @@ def rss_child(home: Path) -> int:
     from ultron.sdk import Ultron
     from ultron.settings import Settings
 
+    queries = json.loads(sys.stdin.read())
     client = Ultron(Settings.from_env())
     client.memory.check_embedding_profile = lambda: None  # synthetic store vectors
-    _, questions = load_texts("locomo")
-    qs = questions[:50] or [f"deploy error timeout {i}" for i in range(50)]
-    for q in qs:
+    for q in queries:
         client.memory.search_memories(q, limit=10)
     with client.db.engine.connect() as a, client.db.engine.connect() as b:  # the pool's two search backends
         pids = [c.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() for c in (a, b)]
     backends = [proc_status(p) for p in pids if Path(f"/proc/{p}/status").exists()]
-    print(json.dumps({"maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "self": proc_status(),
+    # VmHWM, not getrusage's ru_maxrss: that one keeps the peak of the forked parent
+    # from before the exec (this benchmark's 1.5 GB of vectors), VmHWM starts again at exec.
+    me = proc_status()
+    print(json.dumps({"peak_mb": me["VmHWM"] / 1024, "rss_mb": me["VmRSS"] / 1024,
+                      "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                       "backend_anon_mb": max((b["RssAnon"] for b in backends), default=0) / 1024,
                       "backend_shmem_mb": max((b["RssShmem"] for b in backends), default=0) / 1024}))
     return 0
@@ -493,16 +514,16 @@ def report(size, info, half, parted, sz, results, numpy_p50, rss) -> None:
         print(f"per-agent partitions: {AGENTS} HNSW indexes, {sz['parted'] / mb:,.0f} MB, "
               f"built in {parted['index_s']:.0f} s ({parted['index_s'] / max(hnsw_s, 1e-9):.2f} of one graph)")
     loads = f", load average {os.getloadavg()[0]:.2f} at the end"
-    print(f"{'method':26} {'p50 ms':>8} {'p99 ms':>8} {'recall@10':>9} {'p50 / today':>12}{loads}")
+    print(f"{'method':30} {'p50 ms':>8} {'p99 ms':>8} {'recall@10':>9} {'p50 / today':>12}{loads}")
     base = next((statistics.median(t) for n, t, _ in results if n.startswith("today")), None)
     for name, times, recall in results:
         p50 = statistics.median(times)
         ratio = f"{p50 / base:11.2f}x" if base else ""
-        print(f"{name:26} {p50 * 1e3:8.2f} {percentile(times, 99) * 1e3:8.2f} "
+        print(f"{name:30} {p50 * 1e3:8.2f} {percentile(times, 99) * 1e3:8.2f} "
               f"{'' if recall is None else f'{recall:.3f}':>9} {ratio:>12}")
-    print(f"{'numpy exact (in memory)':26} {numpy_p50 * 1e3:8.2f} {'':>8} {1.0:9.3f}")
+    print(f"{'numpy exact (in memory)':30} {numpy_p50 * 1e3:8.2f} {'':>8} {1.0:9.3f}")
     if rss:
-        print(f"search process (fresh, MiniLM, 50 searches): peak RSS {rss['maxrss_mb']:.0f} MB; "
+        print(f"search process (fresh, MiniLM, 50 searches): peak RSS {rss['peak_mb']:.0f} MB (VmHWM); "
               f"its Postgres backend: {rss['backend_anon_mb']:.0f} MB private + "
               f"{rss['backend_shmem_mb']:.0f} MB of shared buffers touched")
     print()
