@@ -13,7 +13,7 @@ Where the time goes: CPU seconds of the embedded Postgres (postmaster and its ba
 the run processes (orchestrators; in-process they also run the steps) and of the Celery
 workers, each as a share of the arm's total.
 
-    python benchmarks/throughput.py [--sessions 1000] [--arms in_process,celery1,celery2]
+    python benchmarks/throughput.py [--sessions 1000] [--arms in_process,celery1,celery2] [--threads 1]
 """
 
 from __future__ import annotations
@@ -211,7 +211,12 @@ def main() -> None:
     parser.add_argument("--concurrent-runs", type=int, default=2, help="runs at a time (max_concurrent_runs)")
     parser.add_argument("--arms", default="in_process,celery1,celery2")
     parser.add_argument("--embedding", default="local", choices=["local", "hash"])
+    parser.add_argument("--threads", type=int, default=1,
+                        help="OMP_NUM_THREADS / MKL_NUM_THREADS of every run and worker process (0: leave unset). "
+                             "Two processes each spinning two torch threads on two cores tripled the CPU time")
     args = parser.parse_args()
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)
     from ultron.testing.redis_server import RedisServer, available
 
     arms = args.arms.split(",")
@@ -231,7 +236,8 @@ def main() -> None:
         admin = db.urls.dagster
         keys = [f.partition_key for f in diff_inbox([inbox], "default", None).new]
         print(f"{len(keys)} sessions ({sum(p.stat().st_size for p in inbox.rglob('*.jsonl')) / 1e6:.0f} MB), "
-              f"{args.per_run} per run, {args.concurrent_runs} runs at a time, embeddings: {args.embedding}")
+              f"{args.per_run} per run, {args.concurrent_runs} runs at a time, embeddings: {args.embedding}, "
+              f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
         results = []
         with RedisServer() as redis:
             for arm in arms:
