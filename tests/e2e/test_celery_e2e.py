@@ -128,6 +128,8 @@ class Arm:
             "ULTRON_DAGSTER_PG_URL": self.dagster_url, "DAGSTER_HOME": str(self.dagster_home),
             "ULTRON_INBOX": str(SHARED_DATA), "ULTRON_LLM_PROVIDER": "rules", "ULTRON_EXECUTOR": executor,
             "PYTHONPATH": os.pathsep.join([str(DEPLOY), str(ROOT)]),
+            # one torch thread per process, as deploy/celery/README.md says for workers sharing cores
+            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
         }
         if broker:
             self.env["ULTRON_CELERY_BROKER_URL"] = self.env["ULTRON_CELERY_BACKEND_URL"] = broker
