@@ -15,8 +15,7 @@ from resources.database import UltronResource
 from resources.llm import LLMResource
 from ultron.sdk import Ultron
 from ultron.sessions.discovery import parse_partition_key
-from ultron.sessions.partitioning import ArrivalLedger
-from ultron_assets.partitions import partitions_for
+from ultron_assets.partitions import arrivals_of, partitions_for
 
 
 def remove_forgotten_partitions(instance: dg.DagsterInstance, report: Mapping[str, Any],
@@ -25,8 +24,7 @@ def remove_forgotten_partitions(instance: dg.DagsterInstance, report: Mapping[st
     Dagster never knew is skipped). Under daily partitioning (``client`` given) the days of
     the forgotten files go once none of their files is left."""
     if client is not None and client.settings.partitioning == "daily":
-        ledger = ArrivalLedger.at(client.settings.home)
-        days = {ledger.day_of(k) for k in report.get("partitions") or []} - {None}
+        days = set(arrivals_of(client).days_of(report.get("partitions") or []).values())
         return _delete_stale_days(instance, client, sorted(days))
     removed = []
     name = partitions_for("session").name
@@ -59,19 +57,22 @@ def prune_stale_partitions(instance: dg.DagsterInstance, client: Ultron) -> list
 
 
 def _delete_stale_days(instance: dg.DagsterInstance, client: Ultron, days: list[str]) -> list[str]:
-    """Delete the day partitions none of whose files is stored or still on disk."""
+    """Delete the day partitions none of whose files is stored or still on disk, and the
+    recorded arrivals of those gone files (a file forgotten and deleted is forgotten in
+    ``session_arrivals`` too; one that comes back later arrives anew)."""
     stored = client.stored_partition_keys()
-    ledger = ArrivalLedger.at(client.settings.home)
+    ledger = arrivals_of(client)
     name = partitions_for("daily").name
-    removed = []
+    removed, gone = [], []
     for day in days:
-        if not instance.has_dynamic_partition(name, day):
-            continue
         files = ledger.files_in(day)
-        if any(f in stored or _exists(f, client) for f in files):
+        kept = [f for f in files if f in stored or _exists(f, client)]
+        gone += [f for f in files if f not in kept]
+        if kept or not instance.has_dynamic_partition(name, day):
             continue
         instance.delete_dynamic_partition(name, day)
         removed.append(day)
+    ledger.forget(gone)
     return removed
 
 

@@ -16,7 +16,7 @@ from ultron.maintenance import BATCH, PIPELINE_STEPS, STEPS, Step
 from ultron.sdk import Ultron
 from ultron.trajectory.coverage import coverage_problems, score_problems
 from ultron_assets.metadata import clusters_metadata, llm_metadata, skills_metadata, tier_chart
-from ultron_assets.partitions import partition_for_file, partitions_for
+from ultron_assets.partitions import partitions_for, partitions_for_files
 from ultron_assets.pools import STORE_POOL
 
 Context = dg.OpExecutionContext
@@ -42,13 +42,13 @@ def _by_partition(client: Ultron, items, file_key: Callable[[Any], str | None],
     """Items grouped by the partition holding their session file: the file's own under
     ULTRON_PARTITIONING=session, its arrival day under daily (recorded now for a file the
     sensor never saw, from its mtime)."""
+    keyed = [(key, item) for item in items if (key := file_key(item))]
+    partitions = partitions_for_files(
+        {key: _mtime_ns(path(item)) if path else None for key, item in keyed}.items(), client)
     groups: dict[str, list] = {}
-    for item in items:
-        key = file_key(item)
-        if key:
-            partition = partition_for_file(key, client.settings, _mtime_ns(path(item)) if path else None)
-            if partition:
-                groups.setdefault(partition, []).append(item)
+    for key, item in keyed:
+        if partitions.get(key):
+            groups.setdefault(partitions[key], []).append(item)
     return groups
 
 

@@ -9,8 +9,8 @@ import hashlib
 import dagster as dg
 
 from jobs.ingest import ingest_inbox, ingest_sessions
+from ultron.db.arrivals import ArrivalLedger
 from ultron.inbox import InboxDiff, diff_inbox, plan_days
-from ultron.sessions.partitioning import ArrivalLedger
 from ultron.settings import Settings
 from ultron_assets.partitions import partitions_for
 
@@ -18,6 +18,7 @@ from ultron_assets.partitions import partitions_for
 def build_session_file_sensor(settings: Settings | None = None) -> dg.SensorDefinition:
     settings = settings or Settings.from_env()
     partitions_def = partitions_for(settings.partitioning)
+    ledger: list[ArrivalLedger] = []  # opened on the first tick that needs it, then kept
 
     @dg.sensor(
         name="session_file_sensor",
@@ -35,7 +36,7 @@ def build_session_file_sensor(settings: Settings | None = None) -> dg.SensorDefi
             context.log.warning(f"{path}: not ingested: {reason}")
         pending = diff.new + diff.changed
         if settings.partitioning == "daily" and pending:
-            days, new_keys = plan_days(diff, ArrivalLedger.at(settings.home))
+            days, new_keys = plan_days(diff, ledger[0] if ledger else _open(ledger, settings))
             runs = [dg.RunRequest(job_name=ingest_sessions.name, run_key=d.run_key, partition_key=d.partition_key,
                                   tags={"ultron/agent_id": d.agent_id, "ultron/files": str(len(d.files))})
                     for d in days]
@@ -56,6 +57,13 @@ def build_session_file_sensor(settings: Settings | None = None) -> dg.SensorDefi
         )
 
     return session_file_sensor
+
+
+def _open(ledger: list[ArrivalLedger], settings: Settings) -> ArrivalLedger:
+    """The arrivals ledger in Ultron's database (the sensor's only database use: one insert
+    and one select per tick with new or changed files, none on a quiet tick)."""
+    ledger.append(ArrivalLedger.open(settings))
+    return ledger[0]
 
 
 def _batch_run(diff: InboxDiff) -> dg.RunRequest:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ultron.sessions.discovery import inbox_agent_id, partition_key, scan_inbox
-from ultron.sessions.partitioning import ArrivalLedger
+from ultron.sessions.partitioning import Arrivals
 
 CURSOR_VERSION = 2
 _PREFIX = f"z{CURSOR_VERSION}:"
@@ -114,7 +114,7 @@ class DayRun:
         return f"{self.partition_key}|{digest}"
 
 
-def plan_days(diff: InboxDiff, ledger: ArrivalLedger) -> tuple[list[DayRun], list[str]]:
+def plan_days(diff: InboxDiff, ledger: Arrivals) -> tuple[list[DayRun], list[str]]:
     """Daily partitioning: the day runs a diff asks for, and the day keys its new files add.
 
     Every pending file is given its arrival day (recorded in ``ledger`` the first time); a

@@ -8,7 +8,7 @@ from resources.database import UltronResource
 from resources.llm import LLMResource
 from ultron_assets.automation import follow_upstream
 from ultron_assets.metadata import llm_metadata, tier_chart
-from ultron_assets.partitions import session_partitions
+from ultron_assets.partitions import arrivals_of, session_partitions
 from ultron_assets.pools import STORE_POOL
 from ultron_assets.ranges import BACKFILL_POLICY, PartitionOutcome, combine, per_partition
 from ultron_assets.trajectory import build_trajectory_assets
@@ -33,7 +33,7 @@ def build_memories_asset(partitions_def: dg.DynamicPartitionsDefinition) -> dg.A
     def memories(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource
                  ) -> dg.MaterializeResult:
         client = ultron.client(llm)
-        outcomes = per_partition(context, client.settings.home, lambda key: _extract_partition(context, client, key),
+        outcomes = per_partition(context, arrivals_of(client), lambda key: _extract_partition(context, client, key),
                                  "memories_redacted", MEMORY_SUMMED)
         return combine(outcomes, summed=MEMORY_SUMMED,
                        extra=llm_metadata(client.context.provider.usage, client.context.provider.name))

@@ -6,11 +6,13 @@ files a day holds, and why it is a dynamic key, is in ``ultron.sessions.partitio
 The two definitions have different names, so switching modes never mixes their keys.
 """
 
-from pathlib import Path
+from collections.abc import Iterable
+from typing import Any
 
 import dagster as dg
 
-from ultron.sessions.partitioning import files_in_partition, partition_of
+from ultron.db.arrivals import ArrivalLedger
+from ultron.sessions.partitioning import files_in_partition, partitions_of
 from ultron.settings import Settings
 
 SESSION_FILES = dg.DynamicPartitionsDefinition(name="session_files")
@@ -31,13 +33,20 @@ PARTITIONING = Settings.from_env().partitioning
 session_partitions = partitions_for(PARTITIONING)
 
 
-def files_of(partitions_def: dg.PartitionsDefinition | None, key: str, home: Path) -> list[str]:
+def arrivals_of(holder: Any) -> ArrivalLedger:
+    """The arrivals ledger in the database of a client or service (anything with ``db`` and
+    ``settings``): the same table whichever process or machine the run is on."""
+    return ArrivalLedger(holder.db.engine, holder.settings.home)
+
+
+def files_of(partitions_def: dg.PartitionsDefinition | None, key: str, ledger: ArrivalLedger) -> list[str]:
     """The session-file keys an asset partition covers (the key itself, or its day's files)."""
-    return files_in_partition(mode_of(partitions_def), key, home)
+    return files_in_partition(mode_of(partitions_def), key, ledger)
 
 
-def partition_for_file(file_key: str, settings: Settings, mtime_ns: int | None = None) -> str | None:
-    """The partition holding a session file under ``settings.partitioning`` (jobs that are not
-    partitioned read the mode from their run's settings, the same environment the
-    definitions loaded from)."""
-    return partition_of(settings.partitioning, file_key, settings.home, mtime_ns=mtime_ns)
+def partitions_for_files(files: Iterable[tuple[str, int | None]], holder: Any) -> dict[str, str]:
+    """The partition holding each ``(file key, mtime_ns)`` under ``holder.settings.partitioning``
+    (jobs that are not partitioned read the mode from their run's settings, the same
+    environment the definitions loaded from); one query for all the files."""
+    mode = holder.settings.partitioning
+    return partitions_of(mode, files, arrivals_of(holder) if mode == "daily" else None)

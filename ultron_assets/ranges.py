@@ -16,11 +16,11 @@ check naming the files that failed), so ``combine`` over a range of days is unch
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
+from ultron.db.arrivals import ArrivalLedger
 from ultron_assets.partitions import files_of, mode_of
 
 #: a backfill of 10,000 session partitions makes 100 runs, not 10,000
@@ -43,7 +43,7 @@ def partition_keys(context: dg.AssetExecutionContext) -> Sequence[str]:
     return context.partition_keys
 
 
-def per_partition(context: dg.AssetExecutionContext, home: Path, per_file: Callable[[str], PartitionOutcome],
+def per_partition(context: dg.AssetExecutionContext, ledger: ArrivalLedger, per_file: Callable[[str], PartitionOutcome],
                   check_name: str, summed: Sequence[str],
                   extra: Callable[[Sequence[PartitionOutcome]], dict[str, Any]] | None = None
                   ) -> list[PartitionOutcome]:
@@ -54,7 +54,7 @@ def per_partition(context: dg.AssetExecutionContext, home: Path, per_file: Calla
         return [per_file(key) for key in partition_keys(context)]
     outcomes = []
     for key in partition_keys(context):
-        files = [per_file(f) for f in files_of(partitions_def, key, home)]
+        files = [per_file(f) for f in files_of(partitions_def, key, ledger)]
         outcomes.append(fold(key, files, check_name, summed, extra(files) if extra and files else None))
         context.log.info(f"{key}: {len(files)} session files")
     return outcomes

@@ -15,7 +15,7 @@ from ultron.ingestion import FileReport
 from ultron.sessions.discovery import parse_partition_key
 from ultron.trajectory.coverage import coverage_problems, score_problems
 from ultron_assets.metadata import llm_metadata, segments_table
-from ultron_assets.partitions import mode_of, session_partitions
+from ultron_assets.partitions import arrivals_of, mode_of, session_partitions
 from ultron_assets.ranges import BACKFILL_POLICY, PartitionOutcome, combine, per_partition
 
 PREVIEW_MESSAGES = 20
@@ -64,7 +64,7 @@ def build_trajectory_assets(partitions_def: dg.DynamicPartitionsDefinition
     )
     def raw_sessions(context: dg.AssetExecutionContext, ultron: UltronResource) -> dg.MaterializeResult:
         client = ultron.client()
-        outcomes = per_partition(context, client.settings.home,
+        outcomes = per_partition(context, arrivals_of(client),
                                  lambda key: _ingest_partition(context, client, key, preview=not daily),
                                  "parsed_cleanly", RAW_SUMMED, extra=_day_problems)
         return combine(outcomes, summed=RAW_SUMMED)
@@ -84,7 +84,7 @@ def build_trajectory_assets(partitions_def: dg.DynamicPartitionsDefinition
     def task_segments(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource
                       ) -> dg.MaterializeResult:
         service = ultron.trajectory_service(llm)
-        outcomes = per_partition(context, service.settings.home, lambda key: _segment_partition(context, service, key),
+        outcomes = per_partition(context, arrivals_of(service), lambda key: _segment_partition(context, service, key),
                                  "segments_cover_session", SEGMENT_SUMMED)
         return combine(outcomes, summed=("segments",), extra=llm_metadata(service.usage, service.provider.name))
 
@@ -102,7 +102,7 @@ def build_trajectory_assets(partitions_def: dg.DynamicPartitionsDefinition
     def quality_metrics(context: dg.AssetExecutionContext, ultron: UltronResource, llm: LLMResource
                         ) -> dg.MaterializeResult:
         service = ultron.trajectory_service(llm)
-        outcomes = per_partition(context, service.settings.home, lambda key: _label_partition(context, service, key),
+        outcomes = per_partition(context, arrivals_of(service), lambda key: _label_partition(context, service, key),
                                  "scores_in_range", QUALITY_SUMMED)
         return combine(outcomes, summed=QUALITY_SUMMED, extra=llm_metadata(service.usage, service.provider.name))
 

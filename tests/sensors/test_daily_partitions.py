@@ -21,7 +21,7 @@ from resources.llm import LLMResource
 from sensors.session_files import build_session_file_sensor
 from tests.assets.test_trajectory_assets import SEED_EXAMPLE
 from tests.conftest import TEST_HOME, write_jsonl
-from ultron.sessions.partitioning import ArrivalLedger
+from ultron.db.arrivals import ArrivalLedger
 from ultron.settings import Settings
 from ultron_assets.memory import build_per_session_assets
 from ultron_assets.partitions import SESSION_DAYS
@@ -46,7 +46,7 @@ def inbox(tmp_path, monkeypatch):
     """Two agents over two days (3 files each), the inbox the assets' resource reads too."""
     inbox = tmp_path / "inbox"
     monkeypatch.setenv("ULTRON_INBOX", str(inbox))
-    tag = uuid.uuid4().hex[:6]  # the ledger lives in the suite's ULTRON_HOME: keys unique per test
+    tag = uuid.uuid4().hex[:6]  # the arrivals live in the suite's database: keys unique per test
     a, b = f"ana-{tag}", f"bob-{tag}"
     put(inbox / a / "p" / "a1.jsonl", SEED_EXAMPLE, DAY1, 1)
     put(inbox / a / "p" / "a2.jsonl", SEED_EXAMPLE, DAY1, 23)
@@ -111,7 +111,7 @@ def test_materialising_a_day_ingests_exactly_its_files_with_checks_and_metadata(
     inbox, a, b = inbox
     tick(daily_sensor(), dagster_instance)  # records the arrivals
     day = f"{a}:{DAY1}"
-    assert ArrivalLedger.at(TEST_HOME).files_in(day) == [f"{a}:{a}/p/a1.jsonl", f"{a}:{a}/p/a2.jsonl"]
+    assert ArrivalLedger(client.db.engine).files_in(day) == [f"{a}:{a}/p/a1.jsonl", f"{a}:{a}/p/a2.jsonl"]
 
     result = materialize(dagster_instance, day)
     assert result.success
@@ -217,3 +217,6 @@ def test_the_batch_run_reports_and_checks_day_partitions_and_prunes_forgotten_da
     (inbox / b / "b1.jsonl").unlink(missing_ok=True)
     assert prune_stale_partitions(dagster_instance, daily) == [f"{b}:{DAY1}"]
     assert prune_stale_partitions(dagster_instance, daily) == []
+    ledger = ArrivalLedger(db.engine)  # the forgotten file's arrival went with it; the others stay
+    assert ledger.day_of(f"{b}:{b}/b1.jsonl") is None and ledger.files_in(f"{b}:{DAY1}") == []
+    assert ledger.files_in(f"{b}:{DAY2}") == [f"{b}:{b}/b2.jsonl", f"{b}:{b}/b3.jsonl"]

@@ -16,33 +16,37 @@ key*). Dagster advises staying under ~100k partitions per asset, which a busy in
   36,500), keeps the ``agent:`` prefix every key already has, and can never collide with a
   file key (those end in ``.jsonl``).
 - **Arrival day = the UTC day of the file's mtime when Ultron first saw it, recorded
-  durably** in an append-only ledger (``$ULTRON_HOME/partitions/arrivals.tsv``, one
-  ``file key<TAB>day key`` line per file, the first line for a file wins). The mtime rather
-  than the sensor's clock, so a first sweep over a full inbox spreads its files over the
-  days they were written instead of piling everything into today; recorded, because a
-  session that is still being appended to gets a new mtime every time and must not hop to
-  a new day. Re-running or backfilling a past day therefore always finds exactly the files
-  the ledger holds for it, and a changed file re-runs the day it arrived on.
+  durably** in the ``session_arrivals`` table (``ultron.db.arrivals``: one row per file key,
+  the first arrival recorded for a file wins). The mtime rather than the sensor's clock, so
+  a first sweep over a full inbox spreads its files over the days they were written instead
+  of piling everything into today; recorded, because a session that is still being
+  appended to gets a new mtime every time and must not hop to a new day. Re-running or
+  backfilling a past day therefore always finds exactly the files recorded for it, and a
+  changed file re-runs the day it arrived on.
+- **In the database, not in a file under ULTRON_HOME.** The sensor (in the daemon) and the
+  runs (Dagster run workers, Celery workers, maybe on other machines) must all agree on
+  a file's day; a table needs no shared filesystem with a working ``flock``, lets two
+  writers racing on a new file agree through ``ON CONFLICT DO NOTHING``, and is in every
+  database backup. A ledger file ``$ULTRON_HOME/partitions/arrivals.tsv`` written by an
+  earlier version is imported once (idempotent) and renamed ``arrivals.tsv.imported``.
+  The arrivals of a file forgotten and gone from disk are deleted with its day partition's
+  pruning (``jobs.forget``): a file forgotten and deleted leaves no path in the table.
 
-The database keeps file keys in ``trajectory_records.partition_key`` in both modes (no
-migration; forget and the per-file services work unchanged): a day partition is processed
-file by file and reported as one partition.
+The database keeps file keys in ``trajectory_records.partition_key`` in both modes (forget
+and the per-file services work unchanged): a day partition is processed file by file and
+reported as one partition.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
-import threading
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import Protocol
 
 MODES = ("session", "daily")
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_LEDGERS: dict[Path, "ArrivalLedger"] = {}
-_LEDGERS_LOCK = threading.Lock()
 
 
 def arrival_day(mtime_ns: int) -> str:
@@ -67,113 +71,67 @@ def parse_day_key(key: str) -> tuple[str, str]:
     return agent_id, day
 
 
+class Arrivals(Protocol):
+    """The durable file key → day key map of daily partitioning: ``ultron.db.arrivals.ArrivalLedger``
+    keeps it in Postgres (this stage sits below the database layer, so only the shape is here)."""
+
+    def days_of(self, file_keys: Iterable[str]) -> dict[str, str]:
+        """Day keys of the recorded files among ``file_keys``."""
+
+    def files_in(self, key: str) -> list[str]:
+        """The file keys of a day partition, in key order."""
+
+    def assign(self, files: Iterable[tuple[str, str, int]]) -> dict[str, str]:
+        """Day keys for ``(file key, agent id, mtime_ns)``, recording those of new files."""
+
+
+def day_rows(files: Iterable[tuple[str, str, int]]) -> dict[str, tuple[str, str, str]]:
+    """``file key -> (file key, agent id, YYYY-MM-DD)`` of the mtime's day, the first of a repeated key."""
+    rows: dict[str, tuple[str, str, str]] = {}
+    for key, agent, mtime in files:
+        rows.setdefault(key, (key, agent, arrival_day(mtime)))
+    return rows
+
+
+def parse_ledger_file(text: str) -> dict[str, tuple[str, str, str]]:
+    """The arrivals in an earlier version's ledger file (``file key<TAB>day key`` lines, the
+    first line of a file won; a last line without its newline was still being written)."""
+    rows: dict[str, tuple[str, str, str]] = {}
+    for line in text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]:
+        file_key, sep, day = line.partition("\t")
+        if sep and file_key and file_key not in rows and is_day_key(day):
+            rows[file_key] = (file_key, *parse_day_key(day))
+    return rows
+
+
 def ledger_path(home: Path) -> Path:
+    """Where an earlier version kept the arrivals (imported once: ``ultron.db.arrivals``)."""
     return Path(home) / "partitions" / "arrivals.tsv"
 
 
-class ArrivalLedger:
-    """The durable file key → day key map of daily partitioning.
-
-    Append-only, so readers never see a half-rewritten file and a reader can follow it
-    incrementally (it remembers how far it read); writers append under an exclusive
-    ``flock``, so the sensor and a batch run may both record arrivals. A file recorded
-    twice (two writers racing on a new file) keeps its first line.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._offset = 0
-        self._day_of: dict[str, str] = {}
-        self._files_of: dict[str, list[str]] = {}
-        self._lock = threading.Lock()
-
-    @classmethod
-    def at(cls, home: Path) -> "ArrivalLedger":
-        """The ledger of a state directory, shared within the process (its index is kept)."""
-        path = ledger_path(home)
-        with _LEDGERS_LOCK:
-            return _LEDGERS.setdefault(path, cls(path))
-
-    def refresh(self) -> None:
-        with self._lock:
-            try:
-                size = self.path.stat().st_size
-            except FileNotFoundError:
-                size = 0
-            if size < self._offset:  # replaced or truncated: read it again from the start
-                self._offset, self._day_of, self._files_of = 0, {}, {}
-            if size == self._offset:
-                return
-            with open(self.path, "rb") as fh:
-                fh.seek(self._offset)
-                data = fh.read(size - self._offset)
-            end = data.rfind(b"\n") + 1  # a line still being written is read next time
-            for line in data[:end].decode("utf-8", "replace").splitlines():
-                self._index(line)
-            self._offset += end
-
-    def _index(self, line: str) -> None:
-        file_key, sep, day = line.partition("\t")
-        if not sep or not file_key or file_key in self._day_of or not is_day_key(day):
-            return
-        self._day_of[file_key] = day
-        self._files_of.setdefault(day, []).append(file_key)
-
-    def day_of(self, file_key: str) -> str | None:
-        self.refresh()
-        return self._day_of.get(file_key)
-
-    def files_in(self, key: str) -> list[str]:
-        """The file keys of a day partition, in key order: the same list on every re-run."""
-        self.refresh()
-        return sorted(self._files_of.get(key, ()))
-
-    def days(self) -> list[str]:
-        self.refresh()
-        return sorted(self._files_of)
-
-    def assign(self, files: Iterable[tuple[str, str, int]]) -> dict[str, str]:
-        """Day keys for ``(file key, agent id, mtime_ns)``: the recorded day of a known file,
-        else the mtime's UTC day, recorded now."""
-        files = list(files)
-        self.refresh()
-        result = {k: self._day_of[k] for k, _, _ in files if k in self._day_of}
-        fresh = {k: day_key(agent, arrival_day(mtime)) for k, agent, mtime in files if k not in result}
-        if not fresh:
-            return result
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "ab") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                self.refresh()  # another writer may have recorded some of them meanwhile
-                todo = {k: d for k, d in fresh.items() if k not in self._day_of}
-                if todo:
-                    fh.write("".join(f"{k}\t{d}\n" for k, d in todo.items()).encode())
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-        self.refresh()
-        result.update({k: self._day_of.get(k, fresh[k]) for k in fresh})
-        return result
-
-
-def files_in_partition(mode: str, key: str, home: Path) -> list[str]:
+def files_in_partition(mode: str, key: str, ledger: Arrivals | None) -> list[str]:
     """The file keys a partition holds: itself under ``session``, the ledger's day under ``daily``."""
     if mode == "session":
         return [key]
-    return ArrivalLedger.at(home).files_in(key)
+    assert ledger is not None, "daily partitioning needs the arrivals ledger"
+    return ledger.files_in(key)
 
 
-def partition_of(mode: str, file_key: str, home: Path, agent_id: str | None = None,
-                 mtime_ns: int | None = None) -> str | None:
-    """The partition holding a file: its own key, or its recorded day (recorded now from
-    ``mtime_ns`` when the file is new to the ledger; None when that is unknown)."""
+def partitions_of(mode: str, files: Iterable[tuple[str, int | None]],
+                  ledger: Arrivals | None) -> dict[str, str]:
+    """The partition holding each ``(file key, mtime_ns)``: its own key, or its recorded day
+    (recorded now from the mtime when the file is new to the ledger; left out when that is
+    unknown). Two statements for any number of files."""
+    files = list(files)
     if mode == "session":
-        return file_key
-    ledger = ArrivalLedger.at(home)
-    known = ledger.day_of(file_key)
-    if known is not None or mtime_ns is None:
-        return known
-    agent_id = agent_id or file_key.partition(":")[0]
-    return ledger.assign([(file_key, agent_id, mtime_ns)])[file_key]
+        return {k: k for k, _ in files}
+    assert ledger is not None, "daily partitioning needs the arrivals ledger"
+    known = ledger.days_of(k for k, _ in files)
+    new = [(k, k.partition(":")[0], m) for k, m in files if k not in known and m is not None]
+    return {**known, **ledger.assign(new)}
+
+
+def partition_of(mode: str, file_key: str, ledger: Arrivals | None,
+                 mtime_ns: int | None = None) -> str | None:
+    """The partition holding one file (see :func:`partitions_of`)."""
+    return partitions_of(mode, [(file_key, mtime_ns)], ledger).get(file_key)
