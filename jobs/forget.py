@@ -64,8 +64,7 @@ def _delete_stale_days(instance: dg.DagsterInstance, client: Ultron, days: list[
     ledger = arrivals_of(client)
     name = partitions_for("daily").name
     removed, gone = [], []
-    for day in days:
-        files = ledger.files_in(day)
+    for day, files in ledger.files_by_day(days).items():
         kept = [f for f in files if f in stored or _exists(f, client)]
         gone += [f for f in files if f not in kept]
         if kept or not instance.has_dynamic_partition(name, day):

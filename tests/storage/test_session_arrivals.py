@@ -48,6 +48,9 @@ def test_a_file_keeps_the_day_it_first_arrived_on(db):
     assert ledger.files_in(f"{a}:2026-03-01") == [f"{a}:{a}/x.jsonl"]
     assert {f"{a}:2026-03-01", f"{a}:2026-03-02"} <= set(ledger.days())
     assert ledger.day_of(f"{a}:{a}/never.jsonl") is None and ledger.files_in(f"{a}:2026-03-05") == []
+    assert ledger.files_by_day([f"{a}:2026-03-02", f"{a}:2026-03-01", f"{a}:2026-03-05", "not-a-day"]) == {
+        f"{a}:2026-03-02": [f"{a}:{a}/y.jsonl"], f"{a}:2026-03-01": [f"{a}:{a}/x.jsonl"],
+        f"{a}:2026-03-05": [], "not-a-day": []}
 
 
 def test_two_writers_racing_on_the_same_files_agree_on_one_day(db):

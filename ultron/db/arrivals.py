@@ -64,6 +64,21 @@ def files_arrived(conn: sa.Connection, agent_id: str, day: str) -> list[str]:
         'ORDER BY file_key COLLATE "C"'), {"agent": agent_id, "day": day}).scalars())
 
 
+def files_arrived_on(conn: sa.Connection, days: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[str]]:
+    """The file keys of many ``(agent id, YYYY-MM-DD)`` days at once, each in code-point order."""
+    if not days:
+        return {}
+    agents, dates = (list(col) for col in zip(*days))
+    rows = conn.execute(sa.text(
+        "SELECT a.agent_id, a.day, a.file_key FROM session_arrivals a JOIN unnest(CAST(:agents AS text[]), "
+        "CAST(:days AS date[])) AS d(agent_id, day) ON a.agent_id = d.agent_id AND a.day = d.day "
+        'ORDER BY a.file_key COLLATE "C"'), {"agents": agents, "days": dates})
+    found: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        found.setdefault((r.agent_id, _iso(r.day)), []).append(r.file_key)
+    return found
+
+
 def arrival_day_list(conn: sa.Connection) -> list[tuple[str, str]]:
     """Every ``(agent id, YYYY-MM-DD)`` that received a file."""
     rows = conn.execute(sa.text("SELECT DISTINCT agent_id, day FROM session_arrivals"))
@@ -117,6 +132,14 @@ class ArrivalLedger:
             return []
         with self.engine.connect() as conn:
             return files_arrived(conn, *parse_day_key(key))
+
+    def files_by_day(self, keys: Iterable[str]) -> dict[str, list[str]]:
+        """``day key -> file keys`` for many day partitions in one query (a day with no file: [])."""
+        keys = list(dict.fromkeys(keys))
+        days = {k: parse_day_key(k) for k in keys if is_day_key(k)}
+        with self.engine.connect() as conn:
+            found = files_arrived_on(conn, list(days.values()))
+        return {k: found.get(days[k], []) if k in days else [] for k in keys}
 
     def days(self) -> list[str]:
         with self.engine.connect() as conn:
