@@ -130,8 +130,3 @@ def partitions_of(mode: str, files: Iterable[tuple[str, int | None]],
     new = [(k, k.partition(":")[0], m) for k, m in files if k not in known and m is not None]
     return {**known, **ledger.assign(new)}
 
-
-def partition_of(mode: str, file_key: str, ledger: Arrivals | None,
-                 mtime_ns: int | None = None) -> str | None:
-    """The partition holding one file (see :func:`partitions_of`)."""
-    return partitions_of(mode, [(file_key, mtime_ns)], ledger).get(file_key)
