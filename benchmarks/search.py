@@ -350,13 +350,16 @@ def run_size(args, home: Path, size: int, topics, texts, questions) -> None:
                 recalls.append(len(set(got[:10]) & tr) / 10)
         results.append((name, times, statistics.mean(recalls)))
 
-    # production end to end, synthetic vector (the real question text feeds the BM25 arm)
-    times = []
-    for q, text in zip(queries, qtexts):
-        t0 = time.perf_counter()
-        memory._search(text, q, 10, {"tier": None, "tags": None, "agent_id": None})
-        times.append(time.perf_counter() - t0)
-    results.append(("search_memories", times, None))
+    # production end to end, synthetic vector (the real question text feeds the BM25 arm):
+    # the first pass meets whatever the server's cache holds (cold after a start), the
+    # second the same queries again, with the pages they need in shared_buffers if they fit
+    for label in ("search_memories", "search_memories (2nd pass)"):
+        times = []
+        for q, text in zip(queries, qtexts):
+            t0 = time.perf_counter()
+            memory._search(text, q, 10, {"tier": None, "tags": None, "agent_id": None})
+            times.append(time.perf_counter() - t0)
+        results.append((label, times, None))
     real_times, legacy_times = minilm_rows(args, client, settings, questions, size, no_redaction)
     if real_times:
         results.append(("search + MiniLM query", real_times, None))
@@ -397,6 +400,8 @@ def run_size(args, home: Path, size: int, topics, texts, questions) -> None:
 
     with client.db.engine.connect() as conn:
         sz = relation_sizes(conn)
+        sz["server"] = {k: conn.exec_driver_sql(f"SHOW {k}").scalar_one() for k in ("shared_buffers",
+                                                                                     "effective_cache_size")}
     rss = measure_rss(home, questions) if not args.no_minilm else {}
     report(size, info, half, parted, sz, results, numpy_p50, rss)
 
@@ -507,6 +512,8 @@ def report(size, info, half, parted, sz, results, numpy_p50, rss) -> None:
           f"{info['parallel_workers']} parallel worker(s)){reused}")
     print(f"size: heap {sz['heap'] / mb:,.0f} MB, indexes {sz['indexes'] / mb:,.0f} MB "
           f"(HNSW vector {sz['hnsw'] / mb:,.0f} MB), total {sz['total'] / mb:,.0f} MB")
+    print(f"server: shared_buffers {sz['server']['shared_buffers']}, effective_cache_size "
+          f"{sz['server']['effective_cache_size']} (ULTRON_PG_SHARED_BUFFERS, default a quarter of RAM up to 4 GB)")
     if half is not None:
         print(f"halfvec HNSW: {sz['half'] / mb:,.0f} MB ({sz['half'] / max(sz['hnsw'], 1):.2f} of vector), "
               f"built in {half['index_s']:.0f} s ({half['index_s'] / max(hnsw_s, 1e-9):.2f} of vector)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -25,6 +25,7 @@ from ultron.db import fallback_marks as marks_store
 from ultron.db import feedback as feedback_store
 from ultron.db import forget as forget_store
 from ultron.db import memories as store
+from ultron.db import search_arms as arms
 from ultron.db.memories import MemoryRecord
 from ultron.llm.errors import LLMError
 from ultron.llm.tokens import truncate_to_tokens
@@ -253,17 +254,20 @@ class MemoryService:
     def _search(self, query: str, q: np.ndarray | None, limit: int, filters: dict[str, Any]) -> list[SearchResult]:
         k = max(limit * 4, 40)
         # The lexical arm needs no vector: it runs on its own connection while the query is
-        # embedded (MiniLM holds the GIL only briefly), so a search costs about the longer
-        # of the two, not their sum.
+        # embedded (MiniLM holds the GIL only briefly) and while the HNSW walk runs on this
+        # one, so a search costs about the longest of the three, not their sum; only the
+        # join of both arms' candidates by id waits for it.
         lexical = _lexical_pool().submit(self._lexical_arm, query, k, filters)
         try:
             if q is None:
                 q = QUERIES.embed(self.embedder, query)
-        finally:
-            hits = lexical.result()
+        except BaseException:
+            wait([lexical])
+            raise
         with self.db.engine.begin() as conn:
             store.prepare_search(conn, max(self.settings.hnsw_ef_search, k))  # hit counts are soft state
-            candidates = store.dense_candidates(conn, q, hits, k=k, **filters)
+            ann = arms.ann_ranks(conn, q, k=k, **filters)
+            candidates = arms.join_candidates(conn, q, ann, lexical.result())
             ranked = rank_candidates(candidates, self.settings, limit)
             records = store.take_hits(conn, [c["id"] for c in ranked], 1)
         return [SearchResult(records[c["id"]], float(c["similarity"]), c["score"], c["matched"])
