@@ -1,6 +1,7 @@
-"""What a started `ultron serve` holds in memory: neither torch (the local embedder) nor
-spaCy and Presidio (the redactor) until a request needs them, and well under 600 MB; the
-first search and the first upload still answer correctly, loading what they need then."""
+"""What a started `ultron serve` holds in memory: no torch (the local embedder) until a
+request needs it, never spaCy or Presidio's analyzer with the built-in redaction rules,
+and under 600 MB (resident now and at its peak) after start, after the first search and
+after searches and uploads; those still answer correctly, loading what they need then."""
 
 from __future__ import annotations
 
@@ -22,11 +23,22 @@ TOKEN = "footprint-token-0123456789abcdef"
 MAX_RSS_MB = 600
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory now (VmRSS) or at its peak so far (VmHWM), in MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
-    raise AssertionError(f"no VmRSS for {pid}")
+    raise AssertionError(f"no {field} for {pid}")
+
+
+def memory(pid: int) -> str:
+    return f"VmRSS {rss_mb(pid):.0f} MB, VmHWM {rss_mb(pid, 'VmHWM'):.0f} MB"
+
+
+def assert_under_limit(pid: int, after: str) -> None:
+    figures = memory(pid)
+    print(f"after {after}: {figures}")  # shown with -s: the figures the issue asks for
+    assert rss_mb(pid) < MAX_RSS_MB and rss_mb(pid, "VmHWM") < MAX_RSS_MB, f"{figures} after {after}"
 
 
 def mapped(pid: int, fragment: str) -> bool:
@@ -87,21 +99,27 @@ def free_port() -> int:
 def test_a_started_server_holds_no_model_and_loads_each_on_first_use(serve):
     proc, http, log = serve
     time.sleep(3)  # anything started in the background at startup would show by now
-    start_rss = rss_mb(proc.pid)
     assert not mapped(proc.pid, "libtorch"), "torch is loaded before any request"
     assert not imported(log, "torch") and not imported(log, "spacy") and not imported(log, "presidio_analyzer")
-    assert start_rss < MAX_RSS_MB, f"{start_rss:.0f} MB after start"
+    assert_under_limit(proc.pid, "start")
 
     r = http.post("/memories/search", json={"query": "pip install fails behind a proxy"})
     assert r.status_code == 200 and r.json()["results"] == []
     assert mapped(proc.pid, "libtorch") and imported(log, "torch")  # the check sees a loaded model
-    assert not imported(log, "presidio_analyzer"), "a search built the redactor"
+    assert_under_limit(proc.pid, "the first search")
 
-    r = http.post("/memories/upload", json={
-        "content": "pip install times out behind the corporate proxy; mail ops@example.com",
-        "resolution": "export HTTPS_PROXY=http://proxy.internal:3128 before pip install"})
-    assert r.status_code == 200, r.text
-    assert imported(log, "presidio_analyzer")
+    uploaded = []
+    for i in range(3):
+        r = http.post("/memories/upload", json={
+            "content": f"pip install times out behind the corporate proxy (host {i}); mail ops@example.com",
+            "resolution": "export HTTPS_PROXY=http://proxy.internal:3128 before pip install"})
+        assert r.status_code == 200, r.text
+        uploaded.append(r.json()["id"])
+    # Redaction with the built-in rules needs neither Presidio's analyzer nor spaCy.
+    assert not imported(log, "spacy") and not imported(log, "presidio_analyzer")
     found = http.post("/memories/search", json={"query": "pip install proxy timeout", "detail_level": "l1"}).json()
-    assert [m["id"] for m in found["results"]][:1] == [r.json()["id"]]
+    assert [m["id"] for m in found["results"]][:1] in ([u] for u in uploaded)
     assert "ops@example.com" not in str(found) and "<EMAIL_ADDRESS>" in str(found)  # redacted on upload
+    for _ in range(5):
+        assert http.post("/memories/search", json={"query": "corporate proxy"}).status_code == 200
+    assert_under_limit(proc.pid, "searches and uploads")

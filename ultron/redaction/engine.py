@@ -13,9 +13,10 @@ can match it; only those run (a rule's ``gate`` and per-word patterns, see
 ``extra_entities``) are run directly, the way their presidio recognizers would
 run them: going through ``AnalyzerEngine.analyze`` for them would add NLP
 artifacts, context enhancement and score bookkeeping that change nothing for
-fixed-score regex rules and cost more than the regexes. The analyzer is still
-built with every recognizer, and is asked for the entities of foreign
-recognizers (a spaCy model, ``extra_recognizers``) when there are any. The
+fixed-score regex rules and cost more than the regexes. The analyzer holds
+every recognizer and is asked for the entities of foreign recognizers (a spaCy
+model, ``extra_recognizers``) when there are any; without them it is built only
+if someone asks for it (importing presidio pulls in spaCy and transformers). The
 bare-token layer runs last and skips what the other rules already found.
 
 Decisions (the tests pin each of them):
@@ -47,7 +48,7 @@ from ultron.redaction.prefilter import Prefilter
 from ultron.redaction.rules import Span
 
 if TYPE_CHECKING:
-    from presidio_analyzer import EntityRecognizer
+    from presidio_analyzer import AnalyzerEngine, EntityRecognizer
 
 # The package's logger, whichever module logs: tests and users filter on it.
 logger = logging.getLogger("ultron.redaction")
@@ -209,8 +210,8 @@ def _spacy_engine(model: str) -> Any | None:
 class Redactor:
     """Replace secrets and personal data in text with ``<TAG>`` placeholders.
 
-    Build once and reuse (:func:`get_redactor`): building the analyzer imports
-    presidio and compiles the rules; :meth:`redact` is cheap and thread-safe.
+    Build once and reuse (:func:`get_redactor`): building compiles the rules (and,
+    with foreign recognizers, imports presidio); :meth:`redact` is cheap and thread-safe.
 
     ``extra_entities`` maps an entity name to one regex or a list of them; each
     match is replaced by ``<NAME>`` (e.g. ``{"EMPLOYEE_ID": r"\\bEMP-\\d{6}\\b"}``).
@@ -224,15 +225,12 @@ class Redactor:
         extra_entities: Mapping[str, str | Sequence[str]] | None = None,
         extra_recognizers: Iterable["EntityRecognizer"] | None = None,
     ) -> None:
-        from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
-        from presidio_analyzer.nlp_engine import NoOpNlpEngine
-
-        rule_recognizer = _recognizer_class()
         self._tags = dict(TAGS)
         self._priority = dict(_PRIORITY)
-        recognizers: list[EntityRecognizer] = [
-            rule_recognizer(entity, rules) for entity, rules in _RULES.items()
-        ]
+        # (entity, rules) of our own recognizers; presidio objects are made from them
+        # only when the analyzer is built (see :attr:`analyzer`).
+        own_recognizers: list[tuple[str, Sequence[_Rule]]] = list(_RULES.items())
+        extra: list[EntityRecognizer] = list(extra_recognizers or ())
         own: list[tuple[tuple[str, ...] | None, tuple[str, _Rule]]] = [
             (rule.triggers, (entity, rule)) for entity, rules in _RULES.items() for rule in rules
         ]
@@ -244,12 +242,11 @@ class Redactor:
             if isinstance(patterns, str):
                 patterns = [patterns]
             rules = [_rule(f"extra_{entity.lower()}_{i}", p) for i, p in enumerate(patterns)]
-            recognizers.append(rule_recognizer(entity, rules))
+            own_recognizers.append((entity, rules))
             own.extend((None, (entity, rule)) for rule in rules)
             self._tags.setdefault(entity, f"<{entity}>")
             self._priority.setdefault(entity, _EXTRA_PRIORITY)
-        for recognizer in extra_recognizers or ():
-            recognizers.append(recognizer)
+        for recognizer in extra:
             foreign.update(recognizer.get_supported_entities())
             for entity in recognizer.get_supported_entities():
                 self._tags.setdefault(entity, f"<{entity}>")
@@ -258,27 +255,56 @@ class Redactor:
         if spacy_model is None:
             spacy_model = _configured_spacy_model()
         nlp_engine = _spacy_engine(spacy_model) if spacy_model else None
+        self.spacy_model: str | None = spacy_model if nlp_engine is not None else None
         if nlp_engine is not None:
-            from presidio_analyzer.predefined_recognizers import SpacyRecognizer
-
-            recognizers.append(
-                SpacyRecognizer(supported_language=LANGUAGE, supported_entities=list(_SPACY_ENTITIES))
-            )
             foreign.update(_SPACY_ENTITIES)
-            self.spacy_model: str | None = spacy_model
-        else:
-            nlp_engine = NoOpNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": "no_op"}])
-            nlp_engine.load()
-            self.spacy_model = None
-
-        registry = RecognizerRegistry(recognizers=recognizers, supported_languages=[LANGUAGE])
-        self.analyzer = AnalyzerEngine(
-            registry=registry, nlp_engine=nlp_engine, supported_languages=[LANGUAGE]
-        )
+        self._analyzer_parts = (own_recognizers, extra, nlp_engine)
+        self._analyzer: AnalyzerEngine | None = None
+        self._analyzer_lock = threading.Lock()
+        if foreign:  # analyze() needs it for every text: build it now, as before
+            self._build_analyzer()
         self._prefilter = Prefilter(own)
         self._foreign = sorted(foreign)
         tag_names = sorted({t[1:-1] for t in self._tags.values()}, key=len, reverse=True)
         self._tag_pattern = regex.compile("<(?:" + "|".join(map(regex.escape, tag_names)) + ")>")
+
+    @property
+    def analyzer(self) -> "AnalyzerEngine":
+        """The presidio analyzer with every recognizer (ours, the extra ones, spaCy's).
+
+        Built on first access when no recognizer needs it for :meth:`redact` (the
+        default: our rules run directly, see the module docstring): importing
+        presidio imports spaCy and, through its optional transformers engine, most of
+        transformers and torch, about 90 MB (400 MB without the embedder) that a
+        process only redacting with our rules never uses."""
+        return self._analyzer if self._analyzer is not None else self._build_analyzer()
+
+    def _build_analyzer(self) -> "AnalyzerEngine":
+        with self._analyzer_lock:
+            if self._analyzer is None:
+                from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
+                from presidio_analyzer.nlp_engine import NoOpNlpEngine
+
+                own_recognizers, extra, nlp_engine = self._analyzer_parts
+                rule_recognizer = _recognizer_class()
+                recognizers: list[EntityRecognizer] = [
+                    rule_recognizer(entity, rules) for entity, rules in own_recognizers
+                ]
+                recognizers.extend(extra)
+                if nlp_engine is not None:
+                    from presidio_analyzer.predefined_recognizers import SpacyRecognizer
+
+                    recognizers.append(
+                        SpacyRecognizer(supported_language=LANGUAGE, supported_entities=list(_SPACY_ENTITIES))
+                    )
+                else:
+                    nlp_engine = NoOpNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": "no_op"}])
+                    nlp_engine.load()
+                registry = RecognizerRegistry(recognizers=recognizers, supported_languages=[LANGUAGE])
+                self._analyzer = AnalyzerEngine(
+                    registry=registry, nlp_engine=nlp_engine, supported_languages=[LANGUAGE]
+                )
+            return self._analyzer
 
     # ---------------------------------------------------------------- public
 
