@@ -101,8 +101,9 @@ class ArrivalLedger:
     """The durable file key → day key map of daily partitioning, in ``session_arrivals``.
 
     Holds no state of its own: every process on the same database (the daemon's sensor, run
-    workers, Celery workers on other machines) sees the same days. ``assign`` is one insert
-    and one select for any number of files; the other methods one statement.
+    workers, Celery workers on other machines) sees the same days. ``assign`` is one select
+    plus, when some files are new, one insert for any number of files (a third statement
+    only when another writer raced it); the other methods one statement.
     """
 
     def __init__(self, engine: sa.Engine, home: Path | None = None) -> None:
@@ -152,8 +153,10 @@ class ArrivalLedger:
         if not fresh:
             return {}
         with self.engine.begin() as conn:
-            record_arrivals(conn, fresh.values())
-            found = arrival_days(conn, list(fresh))  # a new statement: sees a racing writer's commit
+            found = arrival_days(conn, list(fresh))  # a re-sweep of known files stops here
+            new = [row for k, row in fresh.items() if k not in found]
+            if record_arrivals(conn, new) < len(new):  # a racing writer recorded some first:
+                found.update(arrival_days(conn, [k for k, _, _ in new]))  # a new statement sees its days
         return {k: day_key(*found.get(k, (a, d))) for k, a, d in fresh.values()}
 
     def forget(self, file_keys: Iterable[str]) -> int:
