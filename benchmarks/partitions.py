@@ -3,11 +3,13 @@
 For each size, a temporary inbox of small synthetic .jsonl files over a few agents and
 days (mtimes set with os.utime) is watched by the real `session_file_sensor`, evaluated
 with dg.build_sensor_context on a real Dagster instance (dagster-postgres on a private
-embedded server, a fresh database per mode and size). Measured per mode:
+embedded server, a fresh database per mode and size, and a fresh migrated Ultron database
+per mode and size for the arrivals, opened before the clock starts). Measured per mode:
 
-- the first tick over the full inbox (every file new; under daily this also writes the
-  arrival ledger), once, and adding the partitions that tick asked for to the instance;
-- a tick with no cursor again (every file new, the ledger already written), a no-change
+- the first tick over the full inbox (every file new; under daily this also records the
+  arrival days in Ultron's ``session_arrivals`` table, one insert and one select), once,
+  and adding the partitions that tick asked for to the instance;
+- a tick with no cursor again (every file new, the arrivals already recorded), a no-change
   tick, and listing the partitions (instance.get_dynamic_partitions, and the asset's
   partition keys from partitions_def.get_partition_keys): medians of REPEATS, the two
   modes interleaved so that load from other processes falls on both alike.
@@ -64,11 +66,12 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
 class Mode:
     """One mode's sensor, asset and Dagster instance (a fresh database) over one inbox."""
 
-    def __init__(self, mode: str, n: int, inbox: Path, home: Path, dagster_url: str) -> None:
+    def __init__(self, mode: str, n: int, inbox: Path, home: Path, dagster_url: str, ultron_url: str) -> None:
         import dagster as dg
         import sqlalchemy as sa
 
         from sensors.session_files import build_session_file_sensor
+        from ultron.db.database import Database
         from ultron.settings import Settings
         from ultron_assets.memory import build_per_session_assets
         from ultron_assets.partitions import partitions_for
@@ -76,14 +79,19 @@ class Mode:
         self.dg = dg
         self.name = f"dagster_bench_{mode}_{uuid.uuid4().hex[:8]}"
         self.engine = sa.create_engine(sa.make_url(dagster_url), isolation_level="AUTOCOMMIT")
+        self.store_name = self.name.replace("dagster_bench", "ultron_bench")
         with self.engine.connect() as conn:
             conn.execute(sa.text(f'CREATE DATABASE "{self.name}"'))
+            conn.execute(sa.text(f'CREATE DATABASE "{self.store_name}"'))
         dagster_home = home / f"dagster-{self.name}"
         dagster_home.mkdir(parents=True)
         url = sa.make_url(dagster_url).set(database=self.name).render_as_string(hide_password=False)
         (dagster_home / "dagster.yaml").write_text(
             f'storage:\n  postgres:\n    postgres_url: "{url}"\ntelemetry:\n  enabled: false\n')
-        settings = Settings.from_env(home=home / f"state-{mode}-{n}", inbox=(inbox,), partitioning=mode)  # own ledger
+        store_url = sa.make_url(ultron_url).set(database=self.store_name).render_as_string(hide_password=False)
+        settings = Settings.from_env(home=home / f"state-{mode}-{n}", inbox=(inbox,), partitioning=mode,
+                                     database_url=store_url)  # own arrivals table
+        self.store = Database.open(settings)  # migrated now, not in the first tick
         self.sensor = build_session_file_sensor(settings)
         self.partitions_def = partitions_for(mode)
         self.raw_sessions = build_per_session_assets(self.partitions_def)[0]
@@ -110,17 +118,20 @@ class Mode:
         import sqlalchemy as sa
 
         self.instance.dispose()
+        self.store.dispose()
         with self.engine.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE "{self.name}" WITH (FORCE)'))
+            conn.execute(sa.text(f'DROP DATABASE "{self.store_name}" WITH (FORCE)'))
         self.engine.dispose()
 
 
-def measure(n: int, inbox: Path, home: Path, dagster_url: str) -> dict[str, dict[str, float | int]]:
+def measure(n: int, inbox: Path, home: Path, dagster_url: str, ultron_url: str
+            ) -> dict[str, dict[str, float | int]]:
     """Both modes on the same inbox, the repeated measures interleaved (session, daily,
     session, ...) so that load from other processes falls on both alike."""
-    modes = {m: Mode(m, n, inbox, home, dagster_url) for m in ("session", "daily")}
+    modes = {m: Mode(m, n, inbox, home, dagster_url, ultron_url) for m in ("session", "daily")}
     try:
-        for m in modes.values():  # the very first tick: under daily it also writes the ledger
+        for m in modes.values():  # the very first tick: under daily it also records the arrivals
             m.result["first_tick"], first = timed(m.first_tick)
             [add] = first.dynamic_partitions_requests
             m.result["runs"] = len(first.run_requests)
@@ -160,7 +171,7 @@ def main() -> None:
             t0 = time.perf_counter()
             make_inbox(inbox, n)
             print(f"{n:,} files created in {time.perf_counter() - t0:.1f} s", flush=True)
-            results = measure(n, inbox, home, db.urls.dagster)
+            results = measure(n, inbox, home, db.urls.dagster, db.urls.ultron)
             rows.append((n, results))
             shutil.rmtree(inbox, ignore_errors=True)
         db.dispose()
