@@ -11,9 +11,13 @@ With ``--keep-home DIR`` the stores live in ``DIR/n<size>`` and a later run reus
 Per size it prints:
 
 * build time (COPY + lexicon, then the indexes), heap, index and total sizes;
+* the server's ``shared_buffers`` (``ULTRON_PG_SHARED_BUFFERS``; run with ``=128MB`` for
+  PostgreSQL's default) and ``effective_cache_size``;
 * ``search_memories``: the production hybrid search end to end (BM25 arm + HNSW arm,
-  fused, boosted, hit counting), with a synthetic query vector and with a real MiniLM
-  query embedding; ``today's``: the search of 86245b9 on the same store, the baseline;
+  fused, boosted, hit counting), with a synthetic query vector (a first pass after the
+  server's start, then the same queries again with their pages in ``shared_buffers``) and
+  with a real MiniLM query embedding; ``today's``: the search of 86245b9 on the same
+  store, the baseline;
 * the dense arm as production runs it (ef_search, top 40, iterative scan) and its recall@10
   against ``numpy exact`` (an exact scan in memory); with ``--halfvec``, the same over a
   ``halfvec`` expression index, as is and with its 40 candidates re-scored by the full

@@ -46,7 +46,7 @@ def show(pgdata: Path, shared_buffers: str | None) -> list[str]:
     if shared_buffers is not None:
         env["ULTRON_PG_SHARED_BUFFERS"] = shared_buffers
     out = subprocess.run([sys.executable, "-c", SHOW, str(pgdata)], cwd=ROOT, env=env, text=True,
-                         capture_output=True, timeout=120)
+                         capture_output=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     return out.stdout.split()
 

@@ -9,7 +9,8 @@ HNSW walk runs while the lexical arm runs on the other connection, and only the 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
