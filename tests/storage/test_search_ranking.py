@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from ultron.db import memories as store
+from ultron.db import search_arms as arms
 from ultron.memory.ranking import bm25_idf, field_weights, lexical_plan
 
 LOCOMO = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo-dev" / "locomo-dev.json"
@@ -111,8 +112,9 @@ def test_the_lexical_arm_scores_exactly_bm25(client):
         terms, corpus = store.lexicon_terms(conn, query)
         plan = lexical_plan(terms, corpus, client.settings)
         lexical = store.lexical_candidates(conn, plan, k=10, tier=None, tags=None, agent_id=None)
-        rows = store.dense_candidates(conn, client.memory.embedder.embed_one(query), lexical, k=10,
-                                      tier=None, tags=None, agent_id=None)
+        q = client.memory.embedder.embed_one(query)
+        ann = arms.ann_ranks(conn, q, k=10, tier=None, tags=None, agent_id=None)
+        rows = arms.join_candidates(conn, q, ann, lexical)
     got = {r["id"]: r["bm25"] for r in rows}
     for memory_id, score in expected.items():
         assert got.get(memory_id, 0.0) == pytest.approx(score, rel=1e-6)

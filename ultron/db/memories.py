@@ -318,36 +318,6 @@ def lexical_candidates(conn: sa.Connection, lexical: dict[str, Any] | None, *, k
 _CANDIDATE_COLS = "m.id, m.tier, m.last_hit_at, m.created_at"
 
 
-def dense_candidates(conn: sa.Connection, embedding: np.ndarray, lexical: dict[str, tuple[float, int]], *, k: int,
-                     tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> list[dict[str, Any]]:
-    """The dense arm's HNSW top ``k`` (``ORDER BY embedding <=> q``) joined with the lexical
-    arm's hits: one row per candidate of either arm with ``similarity`` (cosine), ``bm25`` (0
-    when it holds no query word), ``ann_rank`` and ``lex_rank`` (None outside that arm's top
-    ``k``) and ``feedback_factor`` (``ultron.db.feedback.FEEDBACK_FACTOR_SQL``). Fusion happens
-    in Python over at most 2k rows, so its work does not grow with the store."""
-    cond, params = _filters(tier, tags, agent_id)
-    params.update(q=vec(embedding), k=k, lex_ids=list(lexical))
-    sql = f"""
-        WITH ann AS (
-            SELECT id, row_number() OVER (ORDER BY dist) AS ann_rank
-            FROM (SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records WHERE {cond}
-                  ORDER BY dist LIMIT :k) a
-        ),
-        cand AS (SELECT id FROM ann UNION SELECT unnest(CAST(:lex_ids AS text[])))
-        SELECT {_CANDIDATE_COLS}, ann.ann_rank, 1 - (m.embedding <=> CAST(:q AS vector)) AS similarity,
-               {FEEDBACK_FACTOR_SQL}::float8 AS feedback_factor
-        FROM cand c JOIN memory_records m ON m.id = c.id
-        LEFT JOIN ann ON ann.id = c.id
-    """
-    out = []
-    for r in conn.execute(sa.text(sql), params):
-        row = dict(r._mapping)
-        bm25, lex_rank = lexical.get(row["id"], (0.0, None))
-        row.update(bm25=bm25, lex_rank=lex_rank)
-        out.append(row)
-    return out
-
-
 def take_hits(conn: sa.Connection, ids: Sequence[str], amount: int = 1) -> dict[str, MemoryRecord]:
     """Count a hit on each returned memory and read it back, in one statement (the records as
     they are after the hit)."""

@@ -1,7 +1,8 @@
 """How a search ranks memories: BM25 for the lexical arm, then fusion with the dense arm.
 
 Pure logic; the SQL that gathers the candidates and their scores is
-``ultron.db.memories.lexical_candidates`` / ``dense_candidates`` and the statistics come from
+``ultron.db.memories.lexical_candidates`` and ``ultron.db.search_arms`` (``ann_ranks``,
+``join_candidates``), and the statistics come from
 ``ultron.db.memories.lexicon_terms``.
 
 Why these choices (an offline sweep over the LoCoMo dev turns, Postgres lexemes and MiniLM
