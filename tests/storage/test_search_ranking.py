@@ -2,8 +2,6 @@
 memory's context in the lexical arm, score fusion, and dedup that looks at the contents."""
 
 import json
-import math
-import re
 from collections import Counter
 from pathlib import Path
 

@@ -7,14 +7,15 @@ and every text lookup through the GIN full-text index; nothing scans rows in Pyt
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
 
-from ultron.db.feedback import FEEDBACK_FACTOR_SQL, demoted_sql
+from ultron.db.feedback import demoted_sql
 
 RECORD_COLS = (
     "id, memory_type, content, context, resolution, tags, summary_l0, overview_l1, kind, tools_used, confidence, "
