@@ -86,10 +86,11 @@ def _bert_config(model_dir: Path) -> dict[str, Any]:
 
 
 def _build_model(torch: Any, model_dir: Path, cfg: dict[str, Any]) -> Any:
-    """BERT as torch modules, filled from ``model.safetensors`` one tensor at a time: no
-    random initialisation and no second copy of the weights is ever held. (The embedding
-    tables come from the file directly, since ``nn.Embedding`` on the ``meta`` device
-    imports torch._dynamo, ~40 MB resident.)"""
+    """BERT as torch modules, filled from ``model.safetensors`` one tensor at a time into
+    their own storage, so no second copy of the weights is ever held. The embedding tables
+    are taken from the file as they are; the layers are built on the CPU and overwritten
+    (on the ``meta`` device instead, torch would import torch._dynamo and
+    torch.fx.experimental, tens of MB that stay resident)."""
     from safetensors import safe_open
     from torch import nn
 
@@ -101,11 +102,11 @@ def _build_model(torch: Any, model_dir: Path, cfg: dict[str, Any]) -> Any:
             self.word = nn.Embedding.from_pretrained(tables["word"])
             self.position = nn.Embedding.from_pretrained(tables["position"])
             self.token_type = nn.Embedding.from_pretrained(tables["token_type"])
-            self.norm = nn.LayerNorm(hidden, eps=eps, device="meta")
+            self.norm = nn.LayerNorm(hidden, eps=eps)
             self.layers = nn.ModuleList(
                 nn.TransformerEncoderLayer(hidden, cfg["num_attention_heads"], cfg["intermediate_size"],
                                            dropout=0.0, activation="gelu", layer_norm_eps=eps,
-                                           batch_first=True, norm_first=False, device="meta")
+                                           batch_first=True, norm_first=False)
                 for _ in range(cfg["num_hidden_layers"]))
 
         def forward(self, ids: Any, mask: Any) -> Any:
@@ -121,8 +122,6 @@ def _build_model(torch: Any, model_dir: Path, cfg: dict[str, Any]) -> Any:
         pre = "" if "embeddings.word_embeddings.weight" in weights.keys() else "bert."
         model = Bert({table: weights.get_tensor(f"{pre}embeddings.{table}_embeddings.weight")
                       for table in ("word", "position", "token_type")})
-        model.norm.to_empty(device="cpu")  # storage for what put() fills below; the tables
-        model.layers.to_empty(device="cpu")  # are already loaded (model.to_empty would wipe them)
         params = dict(model.named_parameters())
         loaded.update(("word.weight", "position.weight", "token_type.weight"))
 
