@@ -161,13 +161,25 @@ class Arm:
             _drop_database(self.admin, url)
 
 
+#: tables whose row count depends on how many writers ran at once (ultron/db/migrations 0006)
+SHARDED = {"memory_corpus", "memory_lexemes"}
+
+
 def _store(engine) -> dict[str, Any]:
     """What a user sees in the store: rows per table, the active memories, segments and their labels."""
     with engine.connect() as conn:
         tables = conn.execute(sa.text(
             "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'alembic_version'"
         )).scalars().all()
-        counts = {t: conn.execute(sa.text(f'SELECT count(*) FROM "{t}"')).scalar_one() for t in sorted(tables)}
+        counts = {t: conn.execute(sa.text(f'SELECT count(*) FROM "{t}"')).scalar_one()
+                  for t in sorted(set(tables) - SHARDED)}
+        # The BM25 statistics are sharded counters (a writer adds to the first free shard), so
+        # concurrent writers spread the same totals over more rows: compare the totals.
+        counts["memory_corpus"] = tuple(conn.execute(sa.text(
+            "SELECT sum(docs), round(sum(len_a)::numeric, 3), round(sum(len_b)::numeric, 3), "
+            "round(sum(len_c)::numeric, 3) FROM memory_corpus")).one())
+        counts["memory_lexemes"] = sorted(tuple(r) for r in conn.execute(sa.text(
+            "SELECT lexeme, sum(df) FROM memory_lexemes GROUP BY lexeme HAVING sum(df) <> 0")))
         memories = [tuple(r) for r in conn.execute(sa.text(
             "SELECT memory_type, content, kind FROM memory_records WHERE status = 'active' ORDER BY 1, 2, 3"))]
         # Arrival order, which concurrent runs change, decides the order in which a merged memory's
