@@ -150,7 +150,7 @@ def run_arm(name: str, workers: int, admin: str, base_env: dict[str, str], keys:
     dagster_home = scratch / name / "dagster_home"
     dagster_home.mkdir(parents=True)
     shutil.copyfile(DEPLOY / "dagster.yaml", dagster_home / "dagster.yaml")
-    env = {**base_env, "ULTRON_DATABASE_URL": ultron_url, "ULTRON_DAGSTER_PG_URL": dagster_url,
+    env = {**base_env, "ULTRON_DATABASE_URL": ultron_url, "ULTRON_DAGSTER_DATABASE_URL": dagster_url,
            "DAGSTER_HOME": str(dagster_home), "ULTRON_EXECUTOR": "celery" if workers else "in_process",
            "PYTHONPATH": os.pathsep.join([str(DEPLOY), str(ROOT)])}
     if broker:

@@ -125,7 +125,7 @@ class Arm:
         shutil.copyfile(DEPLOY / "dagster.yaml", self.dagster_home / "dagster.yaml")
         self.env = {
             **os.environ, "ULTRON_HOME": str(self.home), "ULTRON_DATABASE_URL": self.ultron_url,
-            "ULTRON_DAGSTER_PG_URL": self.dagster_url, "DAGSTER_HOME": str(self.dagster_home),
+            "ULTRON_DAGSTER_DATABASE_URL": self.dagster_url, "DAGSTER_HOME": str(self.dagster_home),
             "ULTRON_INBOX": str(SHARED_DATA), "ULTRON_LLM_PROVIDER": "rules", "ULTRON_EXECUTOR": executor,
             "PYTHONPATH": os.pathsep.join([str(DEPLOY), str(ROOT)]),
             # one torch thread per process, as deploy/celery/README.md says for workers sharing cores
