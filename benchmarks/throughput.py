@@ -42,26 +42,6 @@ DEPLOY = ROOT / "deploy" / "celery"
 PER_SESSION = ["raw_sessions", "task_segments", "quality_metrics", "memories"]
 STORE_WIDE = ["tiers", "clusters", "skills", "sft_dataset"]
 
-#: One run of the code location's pipeline_job over a partition range (or the store-wide assets).
-DRIVER = """
-import json, sys
-import dagster as dg
-from dagster._core.definitions.reconstruct import ReconstructableRepository
-spec = json.loads(sys.argv[1])
-with dg.DagsterInstance.get() as instance:
-    if spec.get("add_partitions"):
-        instance.add_dynamic_partitions("session_files", spec["add_partitions"])
-        sys.exit(0)
-    repo = ReconstructableRepository.for_module("ultron_assets.definitions", "defs", working_directory=spec["root"])
-    tags = {}
-    if spec.get("range"):
-        tags = {"dagster/asset_partition_range_start": spec["range"][0],
-                "dagster/asset_partition_range_end": spec["range"][1]}
-    result = dg.execute_job(repo.get_reconstructable_job("pipeline_job"), instance, tags=tags,
-                            asset_selection=[dg.AssetKey(a) for a in spec["assets"]])
-    print(json.dumps({"success": result.success, "executor": result.job_def.executor_def.name}))
-"""
-
 
 def build_inbox(inbox: Path, sessions: int) -> None:
     files = sorted(SHARED.glob("*.jsonl"))
@@ -118,13 +98,13 @@ def tree_cpu(proc: psutil.Process) -> float:
 
 def run_driver(env: dict[str, str], spec: dict[str, Any]) -> dict[str, Any]:
     """One run in its own process (its CPU is counted through RUSAGE_CHILDREN once reaped)."""
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps({"root": str(ROOT), **spec})], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.run_range", json.dumps({"root": str(ROOT), **spec})], env=env,
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"run {spec.get('range') or spec.get('assets')} failed:\n{err[-3000:]}")
     result = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
-    if result and not result.get("success"):
+    if result.get("success") is False:  # an add_partitions call prints no outcome
         raise RuntimeError(f"run {spec.get('range') or spec.get('assets')} did not succeed:\n{err[-3000:]}")
     return result
 
