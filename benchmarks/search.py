@@ -89,6 +89,30 @@ def store_vectors(size: int, topics: np.ndarray) -> np.ndarray:
     return np.vstack(parts)[:size]
 
 
+def minilm_vectors(size: int, texts: list[tuple[str, str]], questions: list[str], home: Path,
+                   n_queries: int) -> tuple[np.ndarray, np.ndarray]:
+    """``--vectors minilm``: row i's vector is MiniLM's embedding of its text (content and
+    context, as uploads embed them) plus a little noise, so the texts cycled over the rows
+    are near but not exact duplicates; the queries are MiniLM embeddings of the questions.
+    Real queries then meet real neighbours, as in a real store: a MiniLM query against the
+    synthetic clusters walks much more of the graph than either would in practice. The
+    embeddings of the unique texts are cached in ``home``."""
+    cache = home / "minilm-texts.npy"
+    from ultron.embeddings.local import LocalMiniLMEmbedder
+
+    embedder = LocalMiniLMEmbedder()
+    if cache.is_file():
+        unique = np.load(cache)
+    else:
+        unique = embedder.embed([f"{content}\n{context}" for content, context in texts])
+        np.save(cache, unique)
+    rng = np.random.default_rng(11)
+    rows = unique[np.arange(size) % len(unique)] + rng.normal(0, 0.15 / math.sqrt(DIM), (size, DIM)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    queries = embedder.embed([questions[i % len(questions)] for i in range(n_queries)])
+    return rows.astype(np.float32), queries.astype(np.float32)
+
+
 def agent_of(i: int) -> str:
     return f"agent-{i % AGENTS:02d}"
 
@@ -269,6 +293,9 @@ def main() -> int:
     ap.add_argument("--loop-max", type=int, default=100_000, help="largest size timed with the pure-Python loop")
     ap.add_argument("--text", choices=("words", "locomo"), default="locomo",
                     help="memory texts: LoCoMo dev turns cycled (default, when ../shared is there) or 8 random words")
+    ap.add_argument("--vectors", choices=("synthetic", "minilm"), default="synthetic",
+                    help="store vectors: clustered random unit vectors (default; what the 1M figures use) or "
+                         "MiniLM embeddings of the LoCoMo texts with a little noise (needs ../shared)")
     ap.add_argument("--no-minilm", action="store_true", help="skip the rows with a MiniLM query")
     ap.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -276,13 +303,19 @@ def main() -> int:
         return rss_child(args.rss_child)
     print(machine_line())
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
-    print(f"vectors: {DIM}-d, clustered around 300 topic centres, {AGENTS} agents; {args.queries} queries near "
-          f"random centres; HNSW m=16, ef_construction=64\n")
     texts, questions = load_texts(args.text)
+    if args.vectors == "minilm":
+        if not texts:
+            ap.error("--vectors minilm needs the LoCoMo texts of ../shared/data")
+        print(f"vectors: {DIM}-d MiniLM embeddings of the LoCoMo dev texts (cycled, plus noise), {AGENTS} agents; "
+              f"{args.queries} LoCoMo questions as queries; HNSW m=16, ef_construction=64\n")
+    else:
+        print(f"vectors: {DIM}-d, clustered around 300 topic centres, {AGENTS} agents; {args.queries} queries near "
+              f"random centres; HNSW m=16, ef_construction=64\n")
     topics = centres()
     for size in sorted(args.sizes):
         if args.keep_home:
-            home = args.keep_home.resolve() / f"n{size}"
+            home = args.keep_home.resolve() / (f"n{size}" + ("-minilm" if args.vectors == "minilm" else ""))
             home.mkdir(parents=True, exist_ok=True)
             os.environ["ULTRON_HOME"] = str(home)
             run_size(args, home, size, topics, texts, questions)
@@ -315,7 +348,10 @@ def run_size(args, home: Path, size: int, topics, texts, questions) -> None:
 
     settings = Settings.from_env(embedding_provider="hash", search_min_score=0.0)
     client = Ultron(settings)
-    vectors = store_vectors(size, topics)
+    if args.vectors == "minilm":
+        vectors, minilm_queries = minilm_vectors(size, texts, questions, home, args.queries)
+    else:
+        vectors = store_vectors(size, topics)
     info = build(client.db, home, size, vectors, texts, args)
     half = build_halfvec(client.db, home, args) if args.halfvec else None
     parted = build_partitions(client.db, home, args) if args.partitions else None
@@ -326,7 +362,7 @@ def run_size(args, home: Path, size: int, topics, texts, questions) -> None:
     memory = MemoryService(ServiceContext(client.db, settings, embedder=FixedEmbedder(), redactor=None))
     memory._redactor, memory._profile_checked = no_redaction, True
     rng = np.random.default_rng([8, size])
-    queries = make_vectors(args.queries, rng, topics)
+    queries = minilm_queries if args.vectors == "minilm" else make_vectors(args.queries, rng, topics)
     qtexts = [questions[i % len(questions)] if questions else "deploy error timeout" for i in range(args.queries)]
     ids = np.array([str(uuid.UUID(int=i + 1)) for i in range(size)])
     ef = max(settings.hnsw_ef_search, 40)
@@ -408,6 +444,9 @@ def run_size(args, home: Path, size: int, topics, texts, questions) -> None:
                                                                                      "effective_cache_size")}
     rss = measure_rss(home, questions) if not args.no_minilm else {}
     report(size, info, half, parted, sz, results, numpy_p50, rss)
+    if args.vectors == "minilm":
+        print(f"(recall@10 with --vectors minilm compares rows that repeat each of {len(texts):,} texts with "
+              "noise: near-ties, not HNSW's recall; that is the synthetic run's column)\n")
 
 
 def filtered_ann(results, client, queries, agents, truths, ef, sql, name) -> None:
@@ -441,11 +480,10 @@ def minilm_rows(args, client, settings, questions, size, no_redaction) -> tuple[
     real.embedder.embed_one("warm up")
     n = min(args.queries, len(questions))
     real_times, legacy_times = [], []
-    for i in range(n):
+    for i in range(n):  # interleaved, so drift in the machine's load hits both alike
         t0 = time.perf_counter()
         real.search_memories(questions[(i + size) % len(questions)], detail_level="l1", limit=10)
         real_times.append(time.perf_counter() - t0)
-    for i in range(n):
         qtext = questions[(i + size + 1) % len(questions)] + " ?"  # not in the query cache
         t0 = time.perf_counter()
         with client.db.engine.begin() as conn:

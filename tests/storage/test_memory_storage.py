@@ -87,6 +87,7 @@ def test_search_is_hybrid_floors_irrelevant_rows_and_counts_hits(memory, client)
     assert "overview_l1" in d and "content" not in d
     assert "overview_l1" not in memory.search_memories("pandas module", detail_level="l0")[0].to_dict("l0")
     assert memory.search_memories("zebra migration patterns in the serengeti") == []
+    memory.flush_hits()  # hits are written behind the search (ultron.db.hits)
     with client.db.engine.connect() as conn:
         hits = dict(conn.execute(sa.text("SELECT id, hit_count FROM memory_records")).all())
     assert hits[a.id] == 2 and hits[b.id] == 0  # found twice, never returned

@@ -2,15 +2,16 @@
 memory's context in the lexical arm, score fusion, and dedup that looks at the contents."""
 
 import json
+import time
+import math
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from ultron.db import memories as store
 from ultron.db import search_arms as arms
-from ultron.memory.ranking import bm25_idf, field_weights, lexical_plan
+from ultron.memory.ranking import field_weights, lexical_settings
 
 LOCOMO = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo-dev" / "locomo-dev.json"
 
@@ -57,6 +58,11 @@ def test_hit_counting_does_not_touch_the_statistics(client):
     for _ in range(3):
         assert client.search_memories("gradle daemon out of memory")
     assert _stats(client) == before
+
+
+def bm25_idf(docs: float, df: float) -> float:
+    """Okapi idf with the +1 inside the log, so it never goes negative for common words."""
+    return math.log(1.0 + (max(docs, df) - df + 0.5) / (df + 0.5))
 
 
 def _reference_bm25(client, docs: list[dict[str, str]], query: str) -> list[float]:
@@ -106,18 +112,38 @@ def test_the_lexical_arm_scores_exactly_bm25(client):
     assert len(set(ids)) == 4
     query = "redis worker deploy fails"
     expected = dict(zip(ids, _reference_bm25(client, docs, query)))
-    with client.db.engine.begin() as conn:
-        terms, corpus = store.lexicon_terms(conn, query)
-        plan = lexical_plan(terms, corpus, client.settings)
-        lexical = store.lexical_candidates(conn, plan, k=10, tier=None, tags=None, agent_id=None)
+    with client.db.search_engine.connect() as conn:
         q = client.memory.embedder.embed_one(query)
-        ann = arms.ann_ranks(conn, q, k=10, tier=None, tags=None, agent_id=None)
-        rows = arms.join_candidates(conn, q, ann, lexical)
+        rows = arms.candidates(conn, query, q, k=10, lexical=lexical_settings(client.settings),
+                               tier=None, tags=None, agent_id=None)
     got = {r["id"]: r["bm25"] for r in rows}
     for memory_id, score in expected.items():
         assert got.get(memory_id, 0.0) == pytest.approx(score, rel=1e-6)
     # a query word only in the context (weight 0.5) counts least
     assert got[ids[3]] < min(got[i] for i in ids[:3])
+
+
+def test_the_pool_is_seeded_by_the_rarest_words_and_scores_every_word(client):
+    """MaxScore's rule: the rarest query words whose documents fit in the pool find the
+    candidates; a more common word only adds to their scores; a word no memory holds drops out."""
+    topics = ["ferry timetable changed", "invoice export broke", "wifi drops at noon", "printer jams on A3",
+              "calendar sync lost events", "backup job overran", "badge reader offline", "laptop fan is loud"]
+    for i, topic in enumerate(topics):
+        words = ["kestrel"] + (["heron"] if i < 3 else []) + (["osprey"] if i == 0 else [])
+        assert client.memory.upload_memory(f"{topic}, filed under " + " ".join(words), "", "").action == "inserted"
+    lexical = {**lexical_settings(client.settings), "pool": 4}
+    with client.db.search_engine.connect() as conn:
+        terms = arms.query_terms(conn, "kestrel heron osprey heron albatross", lexical)
+        only_common = arms.query_terms(conn, "kestrel", lexical)
+        rows = arms.candidates(conn, "kestrel heron osprey", client.memory.embedder.embed_one("x"), k=10,
+                               lexical=lexical, tier=None, tags=None, agent_id=None)
+    assert [(t["lexeme"], t["df"], t["qtf"], t["essential"]) for t in terms] == [
+        ("osprey", 1, 1, True), ("heron", 3, 2, True), ("kestrel", 8, 1, False)]   # 1 + 3 <= 4 < 1 + 3 + 8
+    assert terms[0]["idf"] > terms[1]["idf"] > terms[2]["idf"] > 0
+    assert [t["essential"] for t in only_common] == [True]      # the rarest word always seeds the pool
+    lexical_hits = sorted(r["bm25"] for r in rows if r["lex_rank"] is not None)
+    assert len(lexical_hits) == 3                               # the memories holding osprey or heron
+    assert all(score > 0 for score in lexical_hits)
 
 
 def test_context_is_searchable_but_weighs_less_than_content(client):
@@ -190,3 +216,56 @@ def test_a_batch_of_queries_finds_what_each_search_finds_and_counts_each_hit(cli
     single = client.search_memories("payments test is flaky", limit=1)
     assert single[0].record.id == flaky.id and single[0].score == pytest.approx(batch[2][0].score, rel=1e-6)
     assert client.get_memory(flaky.id)["hit_count"] == 2
+
+
+def test_search_hits_are_written_behind_and_read_back_by_this_process(client):
+    """A search queues its hits and returns; they land at once, and every read through the
+    services waits for this process's queued hits first."""
+    rec = client.memory.upload_memory("Gradle daemon dies with OutOfMemoryError", "android build",
+                                      "raise org.gradle.jvmargs").record
+    shown = [client.search_memories("gradle daemon out of memory")[0].record.hit_count for _ in range(5)]
+    assert shown[-1] >= 1 and shown == sorted(shown)      # each result counts its own hit
+    assert client.get_memory(rec.id)["hit_count"] == 5   # get_memory flushes the queue first
+    assert client.memory.db.hits.flush(timeout=5.0)
+    with client.db.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT hit_count FROM memory_records WHERE id = :id"),
+                            {"id": rec.id}).scalar_one() == 5
+
+
+def test_a_forked_child_counts_its_own_hits(client):
+    """The writer thread does not survive a fork: the child starts its own (Celery and the
+    multiprocess executor fork their workers)."""
+    import multiprocessing
+
+    rec = client.memory.upload_memory("Flaky test: the clock is not mocked", "payments", "freeze time").record
+    client.search_memories("flaky clock test")          # the parent's writer thread is running
+    ctx = multiprocessing.get_context("fork")
+    child = ctx.Process(target=_search_and_flush, args=(client.memory,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    assert client.get_memory(rec.id)["hit_count"] == 2
+
+
+def _search_and_flush(memory) -> None:
+    memory.db.search_engine.dispose(close=False)  # a forked child must not reuse the parent's sockets
+    memory.db.engine.dispose(close=False)
+    assert memory.search_memories("flaky clock test")
+    assert memory.db.hits.flush(timeout=30.0)
+
+
+def test_the_hit_writer_never_waits_on_a_locked_memory(client):
+    """A memory locked by a long transaction (an upload merging into it, a forget) does not
+    stall the hit writer, nor deadlock with it: its hits are retried, then dropped; the other
+    memories' hits are counted."""
+    locked = client.memory.upload_memory("Terraform state lock is stuck", "shared backend", "force-unlock").record
+    free = client.memory.upload_memory("Terraform plan shows drift on tags", "aws provider", "ignore_changes").record
+    with client.db.engine.begin() as conn:
+        conn.execute(sa.text("SELECT 1 FROM memory_records WHERE id = :id FOR UPDATE"), {"id": locked.id})
+        client.memory.db.hits.add([locked.id, free.id])
+        started = time.monotonic()
+        assert client.memory.db.hits.flush(timeout=20.0)
+        assert time.monotonic() - started < 5.0
+    with client.db.engine.connect() as conn:
+        counts = dict(conn.execute(sa.text("SELECT id, hit_count FROM memory_records")).all())
+    assert counts[free.id] == 1 and counts[locked.id] == 0

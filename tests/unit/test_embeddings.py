@@ -106,6 +106,29 @@ def test_minilm_matches_sentence_transformers(minilm):
     assert np.allclose(minilm.embed([CSV_Q, DOCKER, ""]), reference, atol=1e-5)
 
 
+def test_query_embeddings_in_bfloat16_agree_with_float32(minilm):
+    """A search's query may go through bfloat16 weights (ULTRON_QUERY_EMBEDDING_PRECISION);
+    its vector must point where the float32 one does, for any text."""
+    texts = [CSV_Q, DOCKER, "", "a", "Ünïcödé 日本語 text", "word " * 400,
+             "When did Melanie paint a sunrise?", "the worker container can't import redis"]
+    bf16 = LocalMiniLMEmbedder(query_precision="bfloat16")
+    f32 = LocalMiniLMEmbedder(query_precision="float32")
+    exact = minilm.embed(texts)
+    for text, ref in zip(texts, exact):
+        assert np.array_equal(f32.embed_query(text), minilm.embed_one(text))
+        v = bf16.embed_query(text)
+        assert v.dtype == np.float32 and np.linalg.norm(v) == pytest.approx(1.0, abs=1e-5)
+        assert float(v @ ref) >= 0.999
+    assert bf16.embed([CSV_Q]).tolist() == minilm.embed([CSV_Q]).tolist()  # stored memories stay float32
+
+
+def test_query_precision_setting_reaches_the_local_embedder():
+    assert build_embedder(Settings.from_env({"ULTRON_QUERY_EMBEDDING_PRECISION": "float32"})).query_bfloat16 is False
+    assert build_embedder(Settings.from_env({"ULTRON_QUERY_EMBEDDING_PRECISION": "bfloat16"})).query_bfloat16 is True
+    with pytest.raises(SettingsError):
+        Settings.from_env({"ULTRON_QUERY_EMBEDDING_PRECISION": "fp8"})
+
+
 def test_minilm_is_thread_safe(minilm):
     texts = [f"memory number {i} about {DOCKER if i % 2 else CSV_Q}" for i in range(12)]
     expected = minilm.embed(texts)

@@ -1,10 +1,10 @@
-"""Fusion and lexical-plan rules of ultron.memory.ranking (pure logic, no database)."""
+"""Fusion rules and search settings of ultron.memory.ranking (pure logic, no database)."""
 
 from datetime import datetime, timezone
 
 import pytest
 
-from ultron.memory.ranking import bm25_idf, fused_scores, lexical_plan, rank_candidates
+from ultron.memory.ranking import fused_scores, lexical_settings, rank_candidates
 from ultron.settings import Settings, SettingsError
 
 
@@ -49,24 +49,6 @@ def test_tier_boost_applies_after_fusion():
     assert rank_candidates(cands, Settings.from_env({}), 2)[0]["id"] == "hot"
 
 
-def test_lexical_plan_scores_every_word_but_pools_by_the_rarest():
-    settings = Settings.from_env({}, search_lexical_pool=100)
-    terms = [("the-common", 1, 900), ("rare", 1, 3), ("mid", 2, 60), ("unseen", 1, 0)]
-    plan = lexical_plan(terms, {"docs": 1000, "a": 8000, "b": 2000, "c": 4000}, settings)
-    assert plan["lexemes"] == ["the-common", "rare", "mid"]          # unseen words drop out
-    assert plan["essential"] == ["rare", "mid"]                      # 3 + 60 <= 100 < + 900
-    assert plan["qtf"] == [1, 1, 2]
-    assert plan["idf"][1] > plan["idf"][2] > plan["idf"][0] > 0
-    assert plan["avgdl"] == pytest.approx((8000 + 2000 + 0.5 * 4000) / 1000)
-    only_common = lexical_plan([("the-common", 1, 900)], {"docs": 1000}, settings)
-    assert only_common["essential"] == ["the-common"]                # first `pool` of its documents
-    assert lexical_plan([("unseen", 1, 0)], {"docs": 10}, settings) is None
-
-
-def test_idf_never_negative():
-    assert bm25_idf(10, 10) > 0 and bm25_idf(10, 1) > bm25_idf(10, 5)
-
-
 @pytest.mark.parametrize("env", [{"ULTRON_SEARCH_FUSION": "sum"}, {"ULTRON_SEARCH_DENSE_WEIGHT": "1.5"},
                                  {"ULTRON_SEARCH_LEXICAL_POOL": "0"}, {"ULTRON_SEARCH_CONTEXT_WEIGHT": "-1"}])
 def test_bad_search_settings_are_refused(env):
@@ -79,3 +61,10 @@ def test_search_settings_are_read_from_the_environment():
                            "ULTRON_SEARCH_CONTEXT_WEIGHT": "0.25", "ULTRON_SEARCH_LEXICAL_POOL": "50"})
     assert (s.search_fusion, s.search_dense_weight, s.search_context_weight, s.search_lexical_pool) == (
         "rrf", 0.6, 0.25, 50)
+
+
+def test_the_lexical_arm_takes_its_parameters_from_the_settings():
+    s = Settings.from_env({"ULTRON_SEARCH_LEXICAL_POOL": "50", "ULTRON_SEARCH_CONTEXT_WEIGHT": "0.25",
+                           "ULTRON_SEARCH_RESOLUTION_WEIGHT": "2", "ULTRON_SEARCH_BM25_K1": "1.2",
+                           "ULTRON_SEARCH_BM25_B": "0.75"})
+    assert lexical_settings(s) == {"pool": 50, "k1": 1.2, "b": 0.75, "weights": {"A": 1.0, "B": 2.0, "C": 0.25}}

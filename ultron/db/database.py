@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
+from pgvector.psycopg import register_vector
 from sqlalchemy.engine import Engine
 
 from ultron.db import embedded
+from ultron.db.hits import HitWriter
 from ultron.db.urls import redact, with_database, with_driver
 from ultron.settings import Settings
 
@@ -106,6 +108,47 @@ class Database:
         self.engine = engine
         self.urls = urls
         self.revision = revision
+        self._search_engine: Engine | None = None
+        self._hits: HitWriter | None = None
+        self._search_lock = threading.Lock()
+
+    @property
+    def search_engine(self) -> Engine:
+        """Connections for searches, a pool of their own: autocommit, HNSW's iterative scan
+        on, query vectors sent as binary, and commits that do not wait for fsync (a search writes only hit counts, soft
+        state that a crash may lose the last few of). Set once per connection, so a search
+        is one statement for its candidates and one for its hits, with no BEGIN, SET or
+        COMMIT round trips; no write path ever gets these settings."""
+        with self._search_lock:
+            if self._search_engine is None:
+                engine = sa.create_engine(self.urls.ultron, pool_pre_ping=True, pool_size=5, max_overflow=5,
+                                          isolation_level="AUTOCOMMIT")
+
+                @sa.event.listens_for(engine, "connect")
+                def _session(dbapi_conn, _record) -> None:
+                    with dbapi_conn.cursor() as cur:
+                        # force_custom_plan: psycopg prepares a statement run 5 times, and the
+                        # generic plan of the candidates statement took 100 ms, not 5
+                        # (benchmarks/search.py's store at 100k), had Postgres ever chosen it.
+                        cur.execute("SET hnsw.iterative_scan = relaxed_order; SET synchronous_commit = off; "
+                                    "SET plan_cache_mode = force_custom_plan")
+                    # The query vector goes over as binary (pgvector's adapter): its 384 floats
+                    # as text took 0.2 ms a statement to print and parse. Nothing read here
+                    # returns a vector column, so nothing else changes.
+                    register_vector(dbapi_conn)
+                    dbapi_conn.commit()  # before SQLAlchemy switches the connection to autocommit
+
+                self._search_engine = engine
+            return self._search_engine
+
+    @property
+    def hits(self) -> HitWriter:
+        """The write-behind hit counts of searches (``ultron.db.hits``)."""
+        engine = self.search_engine
+        with self._search_lock:
+            if self._hits is None:
+                self._hits = HitWriter(engine)
+            return self._hits
 
     @classmethod
     def open(cls, settings: Settings | None = None) -> "Database":
@@ -135,6 +178,10 @@ class Database:
             conn.execute(sa.text("SELECT 1"))
 
     def dispose(self) -> None:
+        if self._hits is not None:
+            self._hits.flush(timeout=5.0)
         with self._cache_lock:
             self._cache.pop(self.urls.ultron, None)
         self.engine.dispose()
+        if self._search_engine is not None:
+            self._search_engine.dispose()

@@ -137,14 +137,6 @@ def set_ef_search(conn: sa.Connection, ef: int) -> None:
     conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(ef)}; SET LOCAL hnsw.iterative_scan = relaxed_order")
 
 
-def prepare_search(conn: sa.Connection, ef: int) -> None:
-    """A search's transaction: ``set_ef_search``, and a commit that does not wait for fsync:
-    it writes only soft state (hit counts) that a crash may lose the last few of, so a search
-    never waits on the disk. One round trip."""
-    conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(ef)}; SET LOCAL hnsw.iterative_scan = relaxed_order; "
-                         "SET LOCAL synchronous_commit = off")
-
-
 def nearest_of_type(conn: sa.Connection, memory_type: str, embedding: np.ndarray, k: int = 3
                     ) -> list[tuple[MemoryRecord, float]]:
     rows = conn.execute(sa.text(
@@ -236,28 +228,6 @@ def get_records(conn: sa.Connection, ids: Sequence[str], *, include_archived: bo
     return [rows[i] for i in ids if i in rows]
 
 
-def lexicon_terms(conn: sa.Connection, query_text: str) -> tuple[list[tuple[str, int, int]], dict[str, float]]:
-    """The query's lexemes (Postgres ``english``: stemmed, stop words dropped) with their count
-    in the query and their document frequency among active memories, and the corpus totals
-    (documents, token count per tsvector weight). Reads only the stats rows the trigger of
-    migration 0006 keeps: a few index lookups, whatever the store's size."""
-    rows = conn.execute(sa.text("""
-        SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS qtf,
-               coalesce((SELECT sum(l.df) FROM memory_lexemes l WHERE l.lexeme = u.lexeme), 0) AS df
-        FROM unnest(to_tsvector('english', :text)) u ORDER BY u.lexeme"""), {"text": query_text}).all()
-    corpus = conn.execute(sa.text(
-        "SELECT coalesce(sum(docs), 0) AS docs, coalesce(sum(len_a), 0) AS a, coalesce(sum(len_b), 0) AS b, "
-        "coalesce(sum(len_c), 0) AS c FROM memory_corpus")).one()
-    return [(r.lexeme, int(r.qtf), int(r.df)) for r in rows], {k: float(v) for k, v in corpus._mapping.items()}
-
-
-# A lexeme's weighted count in a document, by the tsvector weight of each position (A content,
-# B resolution, C context): the BM25F field weights, applied to tf and to length alike.
-_WEIGHTED_TF = ("(:wa * cardinality(array_positions(u.weights, 'A')) + :wb * cardinality(array_positions("
-                "u.weights, 'B')) + :wc * cardinality(array_positions(u.weights, 'C')))")
-_WEIGHTED_LEN = "(:wa * d.len_content + :wb * d.len_resolution + :wc * d.len_context)"
-
-
 def _filters(tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> tuple[str, dict[str, Any]]:
     where = ["status = 'active'"]
     params: dict[str, Any] = {}
@@ -271,70 +241,6 @@ def _filters(tier: str | None, tags: Sequence[str] | None, agent_id: str | None)
         where.append("agent_id = :agent")
         params["agent"] = agent_id
     return " AND ".join(where), params
-
-
-def lexical_candidates(conn: sa.Connection, lexical: dict[str, Any] | None, *, k: int, tier: str | None,
-                       tags: Sequence[str] | None, agent_id: str | None) -> dict[str, tuple[float, int]]:
-    """The lexical arm: id -> (BM25, rank) of its top ``k``.
-
-    Memories holding one of ``lexical["essential"]`` lexemes are found through the GIN index
-    (at most ``lexical["pool"]`` of them) and scored with BM25F over every query lexeme
-    (``lexemes``, ``idf``, ``qtf``; field weights ``weights``; ``k1``, ``b``, ``avgdl``), so the
-    work is bounded by the pool whatever the store's size. It needs no query vector, which is
-    why it is its own statement: the search runs it while the query is being embedded.
-    ``lexical`` None (no query word in any memory): empty."""
-    if lexical is None:
-        return {}
-    cond, params = _filters(tier, tags, agent_id)
-    weights = lexical["weights"]
-    params.update(k=k, tsq=_or_query(lexical["essential"]), pool=int(lexical["pool"]), lex=list(lexical["lexemes"]),
-                  idf=[float(x) for x in lexical["idf"]], qtf=[float(x) for x in lexical["qtf"]],
-                  k1=float(lexical["k1"]), b=float(lexical["b"]), avgdl=max(float(lexical["avgdl"]), 1e-9),
-                  wa=float(weights["A"]), wb=float(weights["B"]), wc=float(weights["C"]))
-    sql = f"""
-        WITH terms AS (
-            SELECT * FROM unnest(CAST(:lex AS text[]), CAST(:idf AS float8[]), CAST(:qtf AS float8[]))
-                AS t(lexeme, idf, qtf)
-        ),
-        pool AS (
-            SELECT id, search_tsv, len_content, len_resolution, len_context FROM memory_records
-            WHERE {cond} AND search_tsv @@ CAST(:tsq AS tsquery) LIMIT :pool
-        )
-        SELECT d.id, sum(t.idf * t.qtf * x.tf * (:k1 + 1)
-                         / (x.tf + :k1 * (1 - :b + :b * {_WEIGHTED_LEN} / :avgdl))) AS bm25
-        FROM pool d
-        CROSS JOIN LATERAL (SELECT u.lexeme, {_WEIGHTED_TF}::float8 AS tf FROM unnest(d.search_tsv) u
-                            WHERE u.lexeme = ANY(CAST(:lex AS text[]))) x
-        JOIN terms t ON t.lexeme = x.lexeme
-        WHERE x.tf > 0
-        GROUP BY d.id
-        ORDER BY bm25 DESC, d.id
-        LIMIT :k
-    """
-    rows = conn.execute(sa.text(sql), params).all()
-    return {r.id: (float(r.bm25), rank) for rank, r in enumerate(rows, 1) if r.bm25 > 0}
-
-
-#: what ranking needs of a candidate; the full record is read with the hit count (take_hits)
-_CANDIDATE_COLS = "m.id, m.tier, m.last_hit_at, m.created_at"
-
-
-def take_hits(conn: sa.Connection, ids: Sequence[str], amount: int = 1) -> dict[str, MemoryRecord]:
-    """Count a hit on each returned memory and read it back, in one statement (the records as
-    they are after the hit)."""
-    if not ids:
-        return {}
-    rows = conn.execute(sa.text(
-        f"UPDATE memory_records SET hit_count = hit_count + :n, last_hit_at = now() WHERE id = ANY(:ids) "
-        f"RETURNING {RECORD_COLS}"), {"n": amount, "ids": list(ids)})
-    return {r.id: _record(r) for r in rows}
-
-
-def _or_query(lexemes: Sequence[str]) -> str:
-    """A tsquery matching any of ``lexemes`` as they are (already normalised, so no parser runs
-    on them again); quotes and backslashes escaped as the tsquery input syntax wants."""
-    quoted = ("'" + lx.replace("\\", "\\\\").replace("'", "''") + "'" for lx in lexemes)
-    return " | ".join(quoted)
 
 
 def rebalance_tiers(conn: sa.Connection, hot_pct: float, warm_pct: float, cold_ttl_days: float,

@@ -1,11 +1,21 @@
-"""The dense arm of a search as two statements: the HNSW top ``k`` on its own, then one
-read by id of every candidate of both arms.
+"""Both arms of a search and their join, in one statement run by the server.
 
-One statement that joined the HNSW top ``k`` with the lexical hits needed those hits before
-it could start, so a search paid lexical + dense one after the other. Split, the HNSW walk
-runs while the lexical arm runs on the other connection, and only the cheap join (at most
-2k rows by primary key) waits for both: at 1M memories p50 0.72x of the single statement
-with default shared_buffers (benchmarks/search.py, same run), identical candidates.
+The lexical arm (BM25F over the GIN index, statistics from migration 0006) and the dense
+arm (the HNSW top ``k``) used to be five round trips on two connections: the query's
+lexeme statistics, the lexical candidates on a second connection while the query was
+embedded, the HNSW walk, then a join of both by id. The server spent about 6 ms of a 26 ms
+search on them at 100k memories (a profile on ``benchmarks/search.py``'s store, MiniLM
+query); the rest was round trips and SQLAlchemy. One statement returns the same candidates
+with the same scores (``tests/storage/test_search_ranking.py``). Running the lexical part
+on a second connection while the query is embedded was measured again with this
+statement: on two cores it made the embedding ~4 ms slower (torch's two threads and the
+backend share the cores) and the search no faster, so a search runs it all in one go.
+
+How the lexical pool is chosen is MaxScore's rule: the query's lexemes are taken rarest
+first while all their documents fit in the pool (the rarest always, its first ``pool``
+documents when it alone overflows). A memory holding only words more common than those
+(a low idf each) is rarely in the top ``k`` beside ones holding a rare query word, so it
+is not scored; every query word still counts in the score of the memories that are.
 """
 
 from __future__ import annotations
@@ -17,36 +27,124 @@ import numpy as np
 import sqlalchemy as sa
 
 from ultron.db.feedback import FEEDBACK_FACTOR_SQL
-from ultron.db.memories import _CANDIDATE_COLS, _filters, vec
+from ultron.db.memories import _filters
+
+#: what ranking needs of a candidate; the full records of the ones returned are read after ranking
+CANDIDATE_COLS = "m.id, m.tier, m.last_hit_at, m.created_at"
+
+# The query's lexemes (Postgres ``english``: stemmed, stop words dropped) held by at least one
+# active memory, with their count in the query, their Okapi idf (the +1 inside the log, never
+# negative), whether they seed the pool (``essential``) and the corpus's weighted mean length.
+# Reads only the statistics rows the trigger of migration 0006 keeps: a few index lookups.
+_TERMS = r"""
+    corpus AS (
+        SELECT coalesce(sum(docs), 0)::float8 AS docs,
+               (:wa * coalesce(sum(len_a), 0) + :wb * coalesce(sum(len_b), 0)
+                + :wc * coalesce(sum(len_c), 0))::float8 AS len
+        FROM memory_corpus
+    ),
+    query_lexemes AS MATERIALIZED (
+        SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS qtf,
+               coalesce((SELECT sum(l.df) FROM memory_lexemes l WHERE l.lexeme = u.lexeme), 0)::float8 AS df
+        FROM unnest(to_tsvector('english', :text)) u
+    ),
+    ranked_lexemes AS (
+        SELECT q.lexeme, q.qtf, q.df,
+               ln(1 + (greatest(c.docs, q.df) - q.df + 0.5) / (q.df + 0.5)) AS idf,
+               sum(q.df) OVER w AS covered, row_number() OVER w AS rarity,
+               greatest(c.len / nullif(c.docs, 0), 1e-9) AS avgdl
+        FROM query_lexemes q, corpus c WHERE q.df > 0
+        WINDOW w AS (ORDER BY q.df, q.lexeme)
+    ),
+    terms AS MATERIALIZED (
+        SELECT lexeme, qtf, df, idf, avgdl, (rarity = 1 OR covered <= :pool) AS essential FROM ranked_lexemes
+    )"""
+
+# The essential lexemes as one tsquery, each quoted as it is (already normalised, so no parser
+# runs on it again; quotes and backslashes escaped as the tsquery input syntax wants). NULL,
+# and so no lexical candidate, when no query word occurs in any memory.
+_ESSENTIAL_TSQUERY = r"""(
+    SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery
+    FROM terms WHERE essential)"""
+
+# A lexeme's weighted count in a document, by the tsvector weight of each position (A content,
+# B resolution, C context): the BM25F field weights, applied to tf and to length alike.
+_WEIGHTED_TF = ("(:wa * cardinality(array_positions(u.weights, 'A')) + :wb * cardinality(array_positions("
+                "u.weights, 'B')) + :wc * cardinality(array_positions(u.weights, 'C')))")
+# A document's tsvector cut down to the query's lexemes before it is unnested: the vector
+# minus (the vector minus the query's lexemes). Two passes in C, against one row (with two
+# arrays) per lexeme of the document for a plain unnest then a filter: the pool's scoring
+# took about half the time at 100k memories (EXPLAIN ANALYZE, 200 documents).
+_QUERY_WORDS_OF_DOC = ("ts_delete(d.search_tsv, tsvector_to_array(ts_delete(d.search_tsv, "
+                       "ARRAY(SELECT lexeme FROM terms))))")
+_WEIGHTED_LEN = "(:wa * d.len_content + :wb * d.len_resolution + :wc * d.len_context)"
 
 
-def ann_ranks(conn: sa.Connection, embedding: np.ndarray, *, k: int, tier: str | None,
-              tags: Sequence[str] | None, agent_id: str | None) -> dict[str, int]:
-    """id -> rank (1 = nearest) of the HNSW top ``k``, under the ``ef_search`` and iterative
-    scan of ``memories.prepare_search``. Re-sorted by distance here: a relaxed-order scan may
-    return its rows slightly out of order."""
+def use_ef_search(conn: sa.Connection, ef: int) -> None:
+    """``hnsw.ef_search`` for this connection of ``Database.search_engine``, sent only when it
+    differs from what the connection last had (a search's ``k`` rarely changes it)."""
+    if conn.info.get("hnsw.ef_search") != int(ef):
+        conn.exec_driver_sql(f"SET hnsw.ef_search = {int(ef)}")
+        conn.info["hnsw.ef_search"] = int(ef)
+
+
+def _lexical_params(lexical: dict[str, Any]) -> dict[str, Any]:
+    weights = lexical["weights"]
+    return {"pool": int(lexical["pool"]), "k1": float(lexical["k1"]), "b": float(lexical["b"]),
+            "wa": float(weights["A"]), "wb": float(weights["B"]), "wc": float(weights["C"])}
+
+
+def query_terms(conn: sa.Connection, text: str, lexical: dict[str, Any]) -> list[dict[str, Any]]:
+    """The lexical arm's view of a query, rarest first: lexeme, qtf, df, idf, essential, avgdl
+    (what ``candidates`` scores with; for tests and for explaining a ranking)."""
+    rows = conn.execute(sa.text(f"WITH {_TERMS} SELECT * FROM terms ORDER BY df, lexeme"),
+                        {"text": text, **_lexical_params(lexical)})
+    return [dict(r._mapping) for r in rows]
+
+
+def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int, lexical: dict[str, Any],
+               tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> list[dict[str, Any]]:
+    """Both arms and their join, one statement, on a connection of ``Database.search_engine``
+    (the vector goes over as binary): one row per memory in either arm's top ``k``, with
+    ``CANDIDATE_COLS``, ``similarity`` (cosine), ``feedback_factor``, ``bm25`` (0 outside the
+    lexical top k), ``ann_rank`` and ``lex_rank`` (None outside that arm's top k).
+
+    ``lexical``: ``pool``, ``k1``, ``b`` and ``weights`` (tsvector weight letter -> BM25F
+    field weight), from ``ultron.memory.ranking.lexical_settings``. The HNSW walk runs under
+    ``use_ef_search`` and the iterative scan of ``Database.search_engine``; its rows are
+    ranked by distance here, as a relaxed-order scan may return them slightly out of order."""
     cond, params = _filters(tier, tags, agent_id)
-    params.update(q=vec(embedding), k=k)
-    rows = conn.execute(sa.text(
-        f"SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records WHERE {cond} "
-        "ORDER BY dist LIMIT :k"), params).all()
-    return {r.id: rank for rank, r in enumerate(sorted(rows, key=lambda r: r.dist), 1)}
-
-
-def join_candidates(conn: sa.Connection, embedding: np.ndarray, ann: dict[str, int],
-                    lexical: dict[str, tuple[float, int]]) -> list[dict[str, Any]]:
-    """One row per candidate of either arm, with ``similarity`` (cosine), ``bm25``, ``ann_rank``, ``lex_rank`` and ``feedback_factor``."""
-    ids = list(dict.fromkeys([*ann, *lexical]))
-    if not ids:
-        return []
-    rows = conn.execute(sa.text(
-        f"SELECT {_CANDIDATE_COLS}, 1 - (m.embedding <=> CAST(:q AS vector)) AS similarity, "
-        f"{FEEDBACK_FACTOR_SQL}::float8 AS feedback_factor FROM memory_records m WHERE m.id = ANY(:ids)"),
-        {"q": vec(embedding), "ids": ids})
-    out = []
-    for r in rows:
-        row = dict(r._mapping)
-        bm25, lex_rank = lexical.get(row["id"], (0.0, None))
-        row.update(ann_rank=ann.get(row["id"]), bm25=bm25, lex_rank=lex_rank)
-        out.append(row)
-    return out
+    params.update(_lexical_params(lexical), text=text, q=np.asarray(embedding, dtype=np.float32), k=k)
+    sql = f"""
+        WITH {_TERMS},
+        pool AS MATERIALIZED (
+            SELECT id, search_tsv, len_content, len_resolution, len_context FROM memory_records
+            WHERE {cond} AND search_tsv @@ {_ESSENTIAL_TSQUERY}
+            LIMIT :pool
+        ),
+        lex AS MATERIALIZED (
+            SELECT d.id, sum(t.idf * t.qtf * x.tf * (:k1 + 1)
+                             / (x.tf + :k1 * (1 - :b + :b * {_WEIGHTED_LEN} / t.avgdl))) AS bm25
+            FROM pool d
+            CROSS JOIN LATERAL (SELECT u.lexeme, {_WEIGHTED_TF}::float8 AS tf FROM unnest({_QUERY_WORDS_OF_DOC}) u) x
+            JOIN terms t ON t.lexeme = x.lexeme
+            WHERE x.tf > 0
+            GROUP BY d.id
+            ORDER BY bm25 DESC, d.id
+            LIMIT :k
+        ),
+        ann AS MATERIALIZED (
+            SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records
+            WHERE {cond} ORDER BY dist LIMIT :k
+        ),
+        ranked_ann AS (SELECT id, row_number() OVER (ORDER BY dist, id) AS ann_rank FROM ann),
+        ranked_lex AS (SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, id) AS lex_rank FROM lex)
+        SELECT {CANDIDATE_COLS}, 1 - (m.embedding <=> CAST(:q AS vector)) AS similarity,
+               {FEEDBACK_FACTOR_SQL}::float8 AS feedback_factor,
+               a.ann_rank, coalesce(l.bm25, 0)::float8 AS bm25, l.lex_rank
+        FROM (SELECT id FROM ann UNION SELECT id FROM lex) c
+        JOIN memory_records m ON m.id = c.id
+        LEFT JOIN ranked_ann a ON a.id = c.id
+        LEFT JOIN ranked_lex l ON l.id = c.id
+    """
+    return [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]

@@ -39,7 +39,8 @@ class QueryCache:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return vec
-        vec = np.asarray(embedder.embed_one(text), dtype=np.float32).copy()
+        embed_query = getattr(embedder, "embed_query", embedder.embed_one)  # a query-only path, if any
+        vec = np.asarray(embed_query(text), dtype=np.float32).copy()
         vec.setflags(write=False)
         with self._lock:
             self.misses += 1

@@ -1,9 +1,7 @@
 """How a search ranks memories: BM25 for the lexical arm, then fusion with the dense arm.
 
-Pure logic; the SQL that gathers the candidates and their scores is
-``ultron.db.memories.lexical_candidates`` and ``ultron.db.search_arms`` (``ann_ranks``,
-``join_candidates``), and the statistics come from
-``ultron.db.memories.lexicon_terms``.
+Pure logic; the SQL that gathers the candidates and their scores (both arms, one
+statement, BM25 statistics kept by migration 0006) is ``ultron.db.search_arms``.
 
 Why these choices (an offline sweep over the LoCoMo dev turns, Postgres lexemes and MiniLM
 vectors, weights picked leave-one-conversation-out; ``benchmarks/retrieval.py --set ...``
@@ -30,7 +28,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Any
 
 from ultron.settings import Settings
 
@@ -44,41 +42,11 @@ def field_weights(settings: Settings) -> dict[str, float]:
     return {"A": 1.0, "B": float(settings.search_resolution_weight), "C": float(settings.search_context_weight)}
 
 
-def bm25_idf(docs: float, df: float) -> float:
-    """Okapi idf with the +1 inside the log, so it never goes negative for common words."""
-    docs = max(docs, df)
-    return math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
-
-
-def lexical_plan(terms: Sequence[tuple[str, int, int]], corpus: dict[str, float], settings: Settings
-                 ) -> dict[str, Any] | None:
-    """Parameters of the lexical arm for ``lexical_candidates``, or None when no query lexeme
-    occurs in any memory (stop words only, or words never seen).
-
-    ``terms``: (lexeme, count in the query, document frequency). The candidate pool is bounded
-    the way MaxScore bounds it: lexemes are taken rarest first while all their documents fit
-    in the pool (the rarest always, its first ``pool`` documents when it alone overflows). A
-    memory holding only words more common than those (a low idf each) is rarely in the top k
-    beside ones holding a rare query word, so it is not scored; every query word still counts
-    in the score of the memories that are."""
-    present = [t for t in terms if t[2] > 0]
-    if not present:
-        return None
-    weights = field_weights(settings)
-    docs = float(corpus.get("docs") or 0.0)
-    length = sum(weights[w] * float(corpus.get(w.lower()) or 0.0) for w in "ABC")
-    avgdl = length / docs if docs > 0 else 1.0
-    pool = int(settings.search_lexical_pool)
-    ordered = sorted(present, key=lambda t: (t[2], t[0]))
-    essential, covered = [], 0
-    for lexeme, _, df in ordered:
-        if essential and covered + df > pool:
-            break
-        essential.append(lexeme)
-        covered += df
-    return {"lexemes": [t[0] for t in present], "qtf": [t[1] for t in present],
-            "idf": [bm25_idf(docs, t[2]) for t in present], "essential": essential, "pool": pool,
-            "k1": float(settings.search_bm25_k1), "b": float(settings.search_bm25_b), "avgdl": avgdl, "weights": weights}
+def lexical_settings(settings: Settings) -> dict[str, Any]:
+    """What the lexical arm scores with (``ultron.db.search_arms.candidates``): the pool of
+    memories it may score, BM25's k1 and b, and the BM25F field weights."""
+    return {"pool": int(settings.search_lexical_pool), "k1": float(settings.search_bm25_k1),
+            "b": float(settings.search_bm25_b), "weights": field_weights(settings)}
 
 
 def _to_best(values: list[float]) -> list[float]:

@@ -9,15 +9,11 @@ of the same memory end as one row and one contribution, never two rows.
 from __future__ import annotations
 
 import logging
-import os
-import time
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
-from ultron.embeddings.query_cache import QUERIES
 from ultron.claims import lease
 from ultron.context import EmbeddingProfileMismatch, ServiceContext
 from ultron.db import clusters as cluster_store
@@ -27,30 +23,16 @@ from ultron.db import forget as forget_store
 from ultron.db import memories as store
 from ultron.db import search_arms as arms
 from ultron.db.memories import MemoryRecord
+from ultron.embeddings.query_cache import QUERIES
 from ultron.llm.errors import LLMError
 from ultron.llm.tokens import truncate_to_tokens
-from ultron.memory.ranking import lexical_plan, rank_candidates
-from ultron.settings import Settings
+from ultron.memory.ranking import lexical_settings, rank_candidates
 from ultron.vocabulary import DETAIL_LEVELS, L0_TOKENS, L1_TOKENS
 
 log = logging.getLogger("ultron.memory")
 
 __all__ = ["EmbeddingProfileMismatch", "ForgetResult", "MemoryService", "Provenance", "SearchResult", "UploadResult",
            "embedding_text", "rank_candidates"]
-
-
-_LEXICAL_POOLS: dict[int, ThreadPoolExecutor] = {}
-
-
-def _lexical_pool() -> ThreadPoolExecutor:
-    """The threads that run the lexical arm of searches beside the query embedding, one pool
-    per process: a pool inherited through fork (Celery, multiprocess executors) has no
-    threads behind it and would never run anything."""
-    pid = os.getpid()
-    pool = _LEXICAL_POOLS.get(pid)
-    if pool is None:
-        pool = _LEXICAL_POOLS.setdefault(pid, ThreadPoolExecutor(max_workers=8, thread_name_prefix="ultron-lexical"))
-    return pool
 
 
 @dataclass
@@ -253,39 +235,34 @@ class MemoryService:
 
     def _search(self, query: str, q: np.ndarray | None, limit: int, filters: dict[str, Any]) -> list[SearchResult]:
         k = max(limit * 4, 40)
-        # The lexical arm needs no vector: it runs on its own connection while the query is
-        # embedded (MiniLM holds the GIL only briefly) and while the HNSW walk runs on this
-        # one, so a search costs about the longest of the three, not their sum; only the
-        # join of both arms' candidates by id waits for it.
-        lexical = _lexical_pool().submit(self._lexical_arm, query, k, filters)
-        try:
-            if q is None:
-                q = QUERIES.embed(self.embedder, query)
-        except BaseException:
-            wait([lexical])
-            raise
-        with self.db.engine.begin() as conn:
-            store.prepare_search(conn, max(self.settings.hnsw_ef_search, k))  # hit counts are soft state
-            ann = arms.ann_ranks(conn, q, k=k, **filters)
-            candidates = arms.join_candidates(conn, q, ann, lexical.result())
+        if q is None:
+            q = QUERIES.embed(self.embedder, query)
+        with self.db.search_engine.connect() as conn:
+            arms.use_ef_search(conn, max(self.settings.hnsw_ef_search, k))
+            candidates = arms.candidates(conn, query, q, k=k, lexical=lexical_settings(self.settings), **filters)
             ranked = rank_candidates(candidates, self.settings, limit)
-            records = store.take_hits(conn, [c["id"] for c in ranked], 1)
+            records = {r.id: r for r in store.get_records(conn, [c["id"] for c in ranked])}
+        self.db.hits.add(list(records), 1)
+        for record in records.values():  # as they are once this search's hit is written
+            record.hit_count += 1
         return [SearchResult(records[c["id"]], float(c["similarity"]), c["score"], c["matched"])
                 for c in ranked if c["id"] in records]
 
-    def _lexical_arm(self, query: str, k: int, filters: dict[str, Any]) -> dict[str, tuple[float, int]]:
-        with self.db.engine.connect() as conn:
-            terms, corpus = store.lexicon_terms(conn, query)
-            return store.lexical_candidates(conn, lexical_plan(terms, corpus, self.settings), k=k, **filters)
+    def flush_hits(self) -> None:
+        """Wait until this process's searches have written their hit counts (``ultron.db.hits``);
+        every read of hit counts here does, so a process always sees its own searches."""
+        self.db.hits.flush()
 
     def get_memory_details(self, ids: Sequence[str]) -> list[MemoryRecord]:
         """Full records; an explicit fetch is the strongest adoption signal (+2 hits)."""
+        self.flush_hits()
         with self.db.engine.begin() as conn:
             store.add_hits(conn, list(ids), 2)
             return store.get_records(conn, list(ids))
 
     def get_memory(self, memory_id: str) -> MemoryRecord | None:
         """One record, any status; a plain read (no hit counted, unlike get_memory_details)."""
+        self.flush_hits()
         with self.db.engine.connect() as conn:
             found = store.get_records(conn, [memory_id])
         return found[0] if found else None
@@ -295,6 +272,7 @@ class MemoryService:
         """A page of active memories, newest first, and the total that match."""
         if limit < 1 or offset < 0:
             raise ValueError("limit must be at least 1 and offset at least 0")
+        self.flush_hits()
         with self.db.engine.connect() as conn:
             return store.list_records(conn, limit=limit, offset=offset, tier=tier, agent_id=agent_id)
 
@@ -305,6 +283,7 @@ class MemoryService:
         """Record an agent's verdict on a memory (``ultron.db.feedback`` has the effects:
         helpful = more hits and fresh recency; not helpful = a lower rank, and COLD after
         ``ULTRON_FEEDBACK_DEMOTE_AFTER`` net negatives). KeyError for an unknown id."""
+        self.flush_hits()
         with self.db.engine.begin() as conn:
             row = feedback_store.apply_memory_feedback(conn, memory_id, helpful, self.settings.feedback_demote_after)
             if row is None:
@@ -318,6 +297,7 @@ class MemoryService:
     # -- maintenance ---------------------------------------------------------------------------
 
     def run_tier_rebalance(self) -> dict[str, int]:
+        self.flush_hits()
         s = self.settings
         with self.db.engine.begin() as conn:
             return store.rebalance_tiers(conn, s.hot_percentile, s.warm_percentile, s.cold_ttl_days,
@@ -329,6 +309,7 @@ class MemoryService:
         absorbs the newer one: contributions, hits and tags move over, bodies are merged. A
         second worker arriving while another consolidates skips (``skipped``) instead of
         examining the same pairs again."""
+        self.flush_hits()
         with lease(self.db.engine, "consolidate_memories", self.settings.claim_lease_seconds) as (_me, busy):
             if busy is not None:
                 log.info("consolidation skipped: %s", busy)
@@ -476,6 +457,7 @@ class MemoryService:
             return store.records_for_partition(conn, partition_key)
 
     def stats(self) -> dict[str, Any]:
+        self.flush_hits()
         with self.db.engine.connect() as conn:
             return store.memory_counts(conn)
 
