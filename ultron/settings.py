@@ -174,6 +174,10 @@ class Settings:
     search_bm25_b: float = 0.3
     #: ULTRON_HNSW_EF_SEARCH: HNSW candidate list size per query (recall vs speed).
     hnsw_ef_search: int = 100
+    #: ULTRON_SEARCH_EXACT_MAX: a search filtered by tags or agent that leaves fewer memories
+    #: than this compares the query with each of them (exact, through the filter's index)
+    #: instead of walking the HNSW graph past all the memories the filter drops.
+    search_exact_max: int = 5000
     #: ULTRON_PG_SHARED_BUFFERS: the embedded server's shared_buffers (e.g. "2GB"), applied when
     #: it starts; unset: a quarter of the machine's RAM, at most 4 GB (PostgreSQL's 128 MB
     #: default keeps a 1M-memory HNSW graph out of its cache).
@@ -275,6 +279,8 @@ class Settings:
             raise SettingsError("ULTRON_SEARCH_CONTEXT_WEIGHT and ULTRON_SEARCH_RESOLUTION_WEIGHT must be >= 0")
         if self.search_bm25_k1 <= 0 or not 0 <= self.search_bm25_b <= 1:
             raise SettingsError("ULTRON_SEARCH_BM25_K1 must be > 0 and ULTRON_SEARCH_BM25_B within 0..1")
+        if self.search_exact_max < 0:
+            raise SettingsError("ULTRON_SEARCH_EXACT_MAX must be 0 (always HNSW) or more")
         if self.search_lexical_pool < 1:
             raise SettingsError("ULTRON_SEARCH_LEXICAL_POOL must be at least 1")
         if not 0 <= self.dedup_soft_threshold <= self.dedup_similarity_threshold <= 1:
@@ -340,6 +346,7 @@ class Settings:
             search_context_weight=_number(env, "ULTRON_SEARCH_CONTEXT_WEIGHT", float),
             search_resolution_weight=_number(env, "ULTRON_SEARCH_RESOLUTION_WEIGHT", float),
             search_lexical_pool=_number(env, "ULTRON_SEARCH_LEXICAL_POOL", int),
+            search_exact_max=_number(env, "ULTRON_SEARCH_EXACT_MAX", int),
             search_bm25_k1=_number(env, "ULTRON_SEARCH_BM25_K1", float),
             search_bm25_b=_number(env, "ULTRON_SEARCH_BM25_B", float),
             hnsw_ef_search=_number(env, "ULTRON_HNSW_EF_SEARCH", int),

@@ -2,8 +2,8 @@
 memory's context in the lexical arm, score fusion, and dedup that looks at the contents."""
 
 import json
-import time
 import math
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from ultron.db import search_arms as arms
-from ultron.memory.ranking import field_weights, lexical_settings
+from ultron.memory.ranking import arm_settings, field_weights
 
 LOCOMO = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo-dev" / "locomo-dev.json"
 
@@ -114,7 +114,7 @@ def test_the_lexical_arm_scores_exactly_bm25(client):
     expected = dict(zip(ids, _reference_bm25(client, docs, query)))
     with client.db.search_engine.connect() as conn:
         q = client.memory.embedder.embed_one(query)
-        rows = arms.candidates(conn, query, q, k=10, lexical=lexical_settings(client.settings),
+        rows = arms.candidates(conn, query, q, k=10, plan=arm_settings(client.settings),
                                tier=None, tags=None, agent_id=None)
     got = {r["id"]: r["bm25"] for r in rows}
     for memory_id, score in expected.items():
@@ -131,12 +131,12 @@ def test_the_pool_is_seeded_by_the_rarest_words_and_scores_every_word(client):
     for i, topic in enumerate(topics):
         words = ["kestrel"] + (["heron"] if i < 3 else []) + (["osprey"] if i == 0 else [])
         assert client.memory.upload_memory(f"{topic}, filed under " + " ".join(words), "", "").action == "inserted"
-    lexical = {**lexical_settings(client.settings), "pool": 4}
+    plan = {**arm_settings(client.settings), "pool": 4}
     with client.db.search_engine.connect() as conn:
-        terms = arms.query_terms(conn, "kestrel heron osprey heron albatross", lexical)
-        only_common = arms.query_terms(conn, "kestrel", lexical)
+        terms = arms.query_terms(conn, "kestrel heron osprey heron albatross", plan)
+        only_common = arms.query_terms(conn, "kestrel", plan)
         rows = arms.candidates(conn, "kestrel heron osprey", client.memory.embedder.embed_one("x"), k=10,
-                               lexical=lexical, tier=None, tags=None, agent_id=None)
+                               plan=plan, tags=None, tier=None, agent_id=None)
     assert [(t["lexeme"], t["df"], t["qtf"], t["essential"]) for t in terms] == [
         ("osprey", 1, 1, True), ("heron", 3, 2, True), ("kestrel", 8, 1, False)]   # 1 + 3 <= 4 < 1 + 3 + 8
     assert terms[0]["idf"] > terms[1]["idf"] > terms[2]["idf"] > 0
@@ -269,3 +269,29 @@ def test_the_hit_writer_never_waits_on_a_locked_memory(client):
     with client.db.engine.connect() as conn:
         counts = dict(conn.execute(sa.text("SELECT id, hit_count FROM memory_records")).all())
     assert counts[free.id] == 1 and counts[locked.id] == 0
+
+
+def test_a_selective_filter_makes_the_dense_arm_exact_and_a_broad_one_walks_the_graph(client):
+    """Tags or agent keeping fewer than ULTRON_SEARCH_EXACT_MAX memories: every kept memory is
+    compared with the query (the exact top k); at or above it, the HNSW graph is walked."""
+    import numpy as np
+
+    mem = client.memory
+    topics = ["ferry timetable", "invoice export", "wifi drops", "printer jams", "calendar sync", "backup job",
+              "badge reader", "laptop fan", "vpn login", "disk quota", "email bounce", "build cache"]
+    for i, topic in enumerate(topics):
+        mem.upload_memory(f"{topic} problem number {i}", "", "", tags=["team:a" if i % 3 else "team:b"])
+    query = "the printer and the wifi"
+    q = mem.embedder.embed_one(query)
+    with client.db.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT id, embedding::text AS e FROM memory_records "
+                                    "WHERE tags @> ARRAY['team:a']")).all()
+    vectors = {r.id: np.array(json.loads(r.e), dtype=np.float32) for r in rows}
+    exact = sorted(vectors, key=lambda i: (-float(vectors[i] @ q), i))
+    for exact_max, branch in ((5000, "exact"), (1, "graph")):
+        plan = {**arm_settings(client.settings), "exact_max": exact_max}
+        with client.db.search_engine.connect() as conn:
+            arms.use_ef_search(conn, 40)
+            got = arms.candidates(conn, query, q, k=5, plan=plan, tier=None, tags=["team:a"], agent_id=None)
+        ann = sorted((r for r in got if r["ann_rank"] is not None), key=lambda r: r["ann_rank"])
+        assert [r["id"] for r in ann] == exact[:5], branch

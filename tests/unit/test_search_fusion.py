@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ultron.memory.ranking import fused_scores, lexical_settings, rank_candidates
+from ultron.memory.ranking import arm_settings, fused_scores, rank_candidates
 from ultron.settings import Settings, SettingsError
 
 
@@ -63,8 +63,9 @@ def test_search_settings_are_read_from_the_environment():
         "rrf", 0.6, 0.25, 50)
 
 
-def test_the_lexical_arm_takes_its_parameters_from_the_settings():
+def test_the_arms_take_their_parameters_from_the_settings():
     s = Settings.from_env({"ULTRON_SEARCH_LEXICAL_POOL": "50", "ULTRON_SEARCH_CONTEXT_WEIGHT": "0.25",
                            "ULTRON_SEARCH_RESOLUTION_WEIGHT": "2", "ULTRON_SEARCH_BM25_K1": "1.2",
-                           "ULTRON_SEARCH_BM25_B": "0.75"})
-    assert lexical_settings(s) == {"pool": 50, "k1": 1.2, "b": 0.75, "weights": {"A": 1.0, "B": 2.0, "C": 0.25}}
+                           "ULTRON_SEARCH_BM25_B": "0.75", "ULTRON_SEARCH_EXACT_MAX": "300"})
+    assert arm_settings(s) == {"pool": 50, "k1": 1.2, "b": 0.75, "weights": {"A": 1.0, "B": 2.0, "C": 0.25},
+                               "exact_max": 300}

@@ -80,6 +80,30 @@ _QUERY_WORDS_OF_DOC = ("ts_delete(d.search_tsv, tsvector_to_array(ts_delete(d.se
 _WEIGHTED_LEN = "(:wa * d.len_content + :wb * d.len_resolution + :wc * d.len_context)"
 
 
+def _dense_arm(cond: str, *, exact: bool) -> str:
+    """The ``ann`` CTE: the top ``k`` by cosine distance among the memories ``cond`` keeps.
+
+    Unfiltered, through the HNSW index. Filtered by tags or agent (``exact``), the filter may
+    keep few memories: the graph walk then passes over all the others (the iterative scan
+    goes on until k match), which took 22 ms for one agent among 50 at 100k memories with
+    recall 0.91 (``benchmarks/search.py``). So the statement first counts the kept memories
+    through the filter's index, up to ``exact_max``; below it they are all compared (exact,
+    the ``+ 0`` keeps the planner off the HNSW index), at or above it the graph is walked.
+    Only one branch runs: the other's one-time filter is false."""
+    hnsw = f"SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records WHERE {cond}"
+    if not exact:
+        return f"ann AS MATERIALIZED ({hnsw} ORDER BY dist LIMIT :k)"
+    return f"""kept AS MATERIALIZED (
+            SELECT count(*) AS n FROM (SELECT 1 FROM memory_records WHERE {cond} LIMIT :exact_max) s
+        ),
+        ann AS MATERIALIZED (
+            ({hnsw} AND (SELECT n FROM kept) < :exact_max
+             ORDER BY (embedding <=> CAST(:q AS vector)) + 0 LIMIT :k)
+            UNION ALL
+            ({hnsw} AND (SELECT n FROM kept) >= :exact_max ORDER BY dist LIMIT :k)
+        )"""
+
+
 def use_ef_search(conn: sa.Connection, ef: int) -> None:
     """``hnsw.ef_search`` for this connection of ``Database.search_engine``, sent only when it
     differs from what the connection last had (a search's ``k`` rarely changes it)."""
@@ -88,33 +112,35 @@ def use_ef_search(conn: sa.Connection, ef: int) -> None:
         conn.info["hnsw.ef_search"] = int(ef)
 
 
-def _lexical_params(lexical: dict[str, Any]) -> dict[str, Any]:
-    weights = lexical["weights"]
-    return {"pool": int(lexical["pool"]), "k1": float(lexical["k1"]), "b": float(lexical["b"]),
+def _lexical_params(plan: dict[str, Any]) -> dict[str, Any]:
+    weights = plan["weights"]
+    return {"pool": int(plan["pool"]), "k1": float(plan["k1"]), "b": float(plan["b"]),
             "wa": float(weights["A"]), "wb": float(weights["B"]), "wc": float(weights["C"])}
 
 
-def query_terms(conn: sa.Connection, text: str, lexical: dict[str, Any]) -> list[dict[str, Any]]:
+def query_terms(conn: sa.Connection, text: str, plan: dict[str, Any]) -> list[dict[str, Any]]:
     """The lexical arm's view of a query, rarest first: lexeme, qtf, df, idf, essential, avgdl
     (what ``candidates`` scores with; for tests and for explaining a ranking)."""
     rows = conn.execute(sa.text(f"WITH {_TERMS} SELECT * FROM terms ORDER BY df, lexeme"),
-                        {"text": text, **_lexical_params(lexical)})
+                        {"text": text, **_lexical_params(plan)})
     return [dict(r._mapping) for r in rows]
 
 
-def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int, lexical: dict[str, Any],
+def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int, plan: dict[str, Any],
                tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> list[dict[str, Any]]:
     """Both arms and their join, one statement, on a connection of ``Database.search_engine``
     (the vector goes over as binary): one row per memory in either arm's top ``k``, with
     ``CANDIDATE_COLS``, ``similarity`` (cosine), ``feedback_factor``, ``bm25`` (0 outside the
     lexical top k), ``ann_rank`` and ``lex_rank`` (None outside that arm's top k).
 
-    ``lexical``: ``pool``, ``k1``, ``b`` and ``weights`` (tsvector weight letter -> BM25F
-    field weight), from ``ultron.memory.ranking.lexical_settings``. The HNSW walk runs under
-    ``use_ef_search`` and the iterative scan of ``Database.search_engine``; its rows are
-    ranked by distance here, as a relaxed-order scan may return them slightly out of order."""
+    ``plan``: ``pool``, ``k1``, ``b``, ``weights`` (tsvector weight letter -> BM25F field
+    weight) and ``exact_max`` (``_dense_arm``), from ``ultron.memory.ranking.arm_settings``.
+    The HNSW walk runs under ``use_ef_search`` and the iterative scan of
+    ``Database.search_engine``; its rows are ranked by distance here, as a relaxed-order scan
+    may return them slightly out of order."""
     cond, params = _filters(tier, tags, agent_id)
-    params.update(_lexical_params(lexical), text=text, q=np.asarray(embedding, dtype=np.float32), k=k)
+    params.update(_lexical_params(plan), text=text, q=np.asarray(embedding, dtype=np.float32), k=k,
+                  exact_max=int(plan.get("exact_max", 0)))
     sql = f"""
         WITH {_TERMS},
         pool AS MATERIALIZED (
@@ -133,10 +159,7 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
             ORDER BY bm25 DESC, d.id
             LIMIT :k
         ),
-        ann AS MATERIALIZED (
-            SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records
-            WHERE {cond} ORDER BY dist LIMIT :k
-        ),
+        {_dense_arm(cond, exact=bool(tags or agent_id) and plan.get("exact_max", 0) > 0)},
         ranked_ann AS (SELECT id, row_number() OVER (ORDER BY dist, id) AS ann_rank FROM ann),
         ranked_lex AS (SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, id) AS lex_rank FROM lex)
         SELECT {CANDIDATE_COLS}, 1 - (m.embedding <=> CAST(:q AS vector)) AS similarity,

@@ -42,11 +42,13 @@ def field_weights(settings: Settings) -> dict[str, float]:
     return {"A": 1.0, "B": float(settings.search_resolution_weight), "C": float(settings.search_context_weight)}
 
 
-def lexical_settings(settings: Settings) -> dict[str, Any]:
-    """What the lexical arm scores with (``ultron.db.search_arms.candidates``): the pool of
-    memories it may score, BM25's k1 and b, and the BM25F field weights."""
+def arm_settings(settings: Settings) -> dict[str, Any]:
+    """What the arms search with (``ultron.db.search_arms.candidates``): the pool of memories
+    the lexical arm may score, BM25's k1 and b, the BM25F field weights, and the filtered
+    set below which the dense arm is exact."""
     return {"pool": int(settings.search_lexical_pool), "k1": float(settings.search_bm25_k1),
-            "b": float(settings.search_bm25_b), "weights": field_weights(settings)}
+            "b": float(settings.search_bm25_b), "weights": field_weights(settings),
+            "exact_max": int(settings.search_exact_max)}
 
 
 def _to_best(values: list[float]) -> list[float]:

@@ -26,7 +26,7 @@ from ultron.db.memories import MemoryRecord
 from ultron.embeddings.query_cache import QUERIES
 from ultron.llm.errors import LLMError
 from ultron.llm.tokens import truncate_to_tokens
-from ultron.memory.ranking import lexical_settings, rank_candidates
+from ultron.memory.ranking import arm_settings, rank_candidates
 from ultron.vocabulary import DETAIL_LEVELS, L0_TOKENS, L1_TOKENS
 
 log = logging.getLogger("ultron.memory")
@@ -239,7 +239,7 @@ class MemoryService:
             q = QUERIES.embed(self.embedder, query)
         with self.db.search_engine.connect() as conn:
             arms.use_ef_search(conn, max(self.settings.hnsw_ef_search, k))
-            candidates = arms.candidates(conn, query, q, k=k, lexical=lexical_settings(self.settings), **filters)
+            candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings), **filters)
             ranked = rank_candidates(candidates, self.settings, limit)
             records = {r.id: r for r in store.get_records(conn, [c["id"] for c in ranked])}
         self.db.hits.add(list(records), 1)
