@@ -176,8 +176,9 @@ class Settings:
     hnsw_ef_search: int = 100
     #: ULTRON_SEARCH_EXACT_MAX: a search filtered by tags or agent that leaves fewer memories
     #: than this compares the query with each of them (exact, through the filter's index)
-    #: instead of walking the HNSW graph past all the memories the filter drops.
-    search_exact_max: int = 5000
+    #: instead of walking the HNSW graph past all the memories the filter drops. Each kept
+    #: memory costs about 8 µs (its vector is TOASTed), so 1,000 is about 8 ms.
+    search_exact_max: int = 1000
     #: ULTRON_PG_SHARED_BUFFERS: the embedded server's shared_buffers (e.g. "2GB"), applied when
     #: it starts; unset: a quarter of the machine's RAM, at most 4 GB (PostgreSQL's 128 MB
     #: default keeps a 1M-memory HNSW graph out of its cache).

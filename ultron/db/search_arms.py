@@ -85,11 +85,13 @@ def _dense_arm(cond: str, *, exact: bool) -> str:
 
     Unfiltered, through the HNSW index. Filtered by tags or agent (``exact``), the filter may
     keep few memories: the graph walk then passes over all the others (the iterative scan
-    goes on until k match), which took 22 ms for one agent among 50 at 100k memories with
-    recall 0.91 (``benchmarks/search.py``). So the statement first counts the kept memories
-    through the filter's index, up to ``exact_max``; below it they are all compared (exact,
-    the ``+ 0`` keeps the planner off the HNSW index), at or above it the graph is walked.
-    Only one branch runs: the other's one-time filter is false."""
+    goes on until k match, or gives up at ``hnsw.max_scan_tuples`` with fewer): 25 ms and
+    recall 0.92 for one agent among 50 at 100k memories (``benchmarks/search.py``). So the
+    statement first counts the kept memories through the filter's index, up to
+    ``exact_max``; below it they are all compared (exact; the ``+ 0`` keeps the planner off
+    the HNSW index), at or above it the graph is walked. Only one branch runs: the other's
+    one-time filter is false. Comparing costs about 8 µs a kept memory (counting it, then
+    its TOASTed vector: 19 ms for 2,000 at 100k), hence a default of 1,000."""
     hnsw = f"SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records WHERE {cond}"
     if not exact:
         return f"ann AS MATERIALIZED ({hnsw} ORDER BY dist LIMIT :k)"
