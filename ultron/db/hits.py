@@ -1,11 +1,11 @@
 """Search hits written behind the search, by one thread per process and database.
 
 A hit count is soft state (tiering reads it; nothing breaks when the last few are lost), and
-its UPDATE cost a search about 1.5 ms of its budget at 100k memories, with a tail of 10 ms
-and more when the rows' pages were busy (``benchmarks/search.py``). So a search only queues
-its ids; a writer thread folds whatever is queued into one UPDATE, then the next, without
-waiting more than ``WRITE_DELAY`` (0.1 s) for others to share it: searches back to back
-then pay one statement per batch, not one each. Every read of hit counts through the services calls
+its UPDATE cost a search about 1.5 ms at 100k memories, with a p90 of 11 ms when the rows'
+pages were busy (a profile on ``benchmarks/search.py``'s store). So a search only queues its
+ids; a writer thread folds whatever is queued into one UPDATE, then the next, waiting at
+most ``WRITE_DELAY`` (0.1 s) for others to share it: searches back to back then pay one
+statement per batch, not one each. Every read of hit counts through the services calls
 ``flush`` first, so a process always reads its own hits; another process sees them as soon
 as they are written. What a killed process had queued is lost, like the last commits of a
 search were already allowed to be (``synchronous_commit = off``).
@@ -30,6 +30,7 @@ log = logging.getLogger("ultron.db.hits")
 WRITE_DELAY = 0.1
 #: batches a hit is tried in before it is dropped (its memory locked each time, or deleted)
 RETRIES = 3
+
 
 def add_hit_counts(conn: sa.Connection, counts: Mapping[str, int]) -> set[str]:
     """Add each id's count to its hit_count and stamp last_hit_at, in one statement, and
