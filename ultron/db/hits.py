@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
@@ -56,13 +57,7 @@ class HitWriter:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._reset()
-        # Registered now, after the embedded server's own stop at exit: handlers run last
-        # registered first, so the queue is written before the server goes down.
-        atexit.register(self._flush_at_exit)
-
-    def _flush_at_exit(self) -> None:
-        if self._pid == os.getpid():
-            self.flush(timeout=5.0)
+        _register(self)
 
     def _reset(self) -> None:
         self._pid = os.getpid()
@@ -130,3 +125,26 @@ class HitWriter:
                             self._tries.pop(memory_id, None)
                     self._busy = False
                     self._cond.notify_all()
+
+
+_WRITERS: weakref.WeakSet[HitWriter] = weakref.WeakSet()
+_REGISTER_LOCK = threading.Lock()
+_at_exit_registered = False
+
+
+def _register(writer: HitWriter) -> None:
+    """Remember the writer (weakly) and, with the first one, register the flush at exit: after
+    the embedded server's stop at exit was registered (a writer needs an open database), and
+    handlers run last registered first, so the queues are written before the server goes."""
+    global _at_exit_registered
+    with _REGISTER_LOCK:
+        if not _at_exit_registered:
+            atexit.register(_flush_at_exit)
+            _at_exit_registered = True
+        _WRITERS.add(writer)
+
+
+def _flush_at_exit() -> None:
+    for writer in list(_WRITERS):
+        if writer._pid == os.getpid():
+            writer.flush(timeout=5.0)
