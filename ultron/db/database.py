@@ -114,11 +114,12 @@ class Database:
 
     @property
     def search_engine(self) -> Engine:
-        """Connections for searches, a pool of their own: autocommit, HNSW's iterative scan
-        on, query vectors sent as binary, and commits that do not wait for fsync (a search writes only hit counts, soft
-        state that a crash may lose the last few of). Set once per connection, so a search
-        is one statement for its candidates and one for its hits, with no BEGIN, SET or
-        COMMIT round trips; no write path ever gets these settings."""
+        """Connections for searches and the hit writer, a pool of their own: autocommit, HNSW's
+        iterative scan on, query vectors sent as binary, and commits that do not wait for
+        fsync (the only writes here are hit counts, soft state that a crash may lose the last
+        few of). Set once per connection, so a search is one statement for its candidates and
+        one to read the memories it returns, with no BEGIN, SET or COMMIT round trips; no
+        other write path ever gets these settings."""
         with self._search_lock:
             if self._search_engine is None:
                 engine = sa.create_engine(self.urls.ultron, pool_pre_ping=True, pool_size=5, max_overflow=5,

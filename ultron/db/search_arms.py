@@ -71,13 +71,13 @@ _ESSENTIAL_TSQUERY = r"""(
 # B resolution, C context): the BM25F field weights, applied to tf and to length alike.
 _WEIGHTED_TF = ("(:wa * cardinality(array_positions(u.weights, 'A')) + :wb * cardinality(array_positions("
                 "u.weights, 'B')) + :wc * cardinality(array_positions(u.weights, 'C')))")
+_WEIGHTED_LEN = "(:wa * d.len_content + :wb * d.len_resolution + :wc * d.len_context)"
 # A document's tsvector cut down to the query's lexemes before it is unnested: the vector
 # minus (the vector minus the query's lexemes). Two passes in C, against one row (with two
 # arrays) per lexeme of the document for a plain unnest then a filter: the pool's scoring
 # took about half the time at 100k memories (EXPLAIN ANALYZE, 200 documents).
 _QUERY_WORDS_OF_DOC = ("ts_delete(d.search_tsv, tsvector_to_array(ts_delete(d.search_tsv, "
                        "ARRAY(SELECT lexeme FROM terms))))")
-_WEIGHTED_LEN = "(:wa * d.len_content + :wb * d.len_resolution + :wc * d.len_context)"
 
 
 def _dense_arm(cond: str, *, exact: bool) -> str:

@@ -70,6 +70,7 @@ class _Loaded:
     torch: Any
     max_seq_length: int
     lock: threading.Lock  # one forward pass at a time: the fast tokenizer is not re-entrant
+    bfloat16: Any = None  # the copy of ``model`` that embeds queries (``embed_query``), once made
 
 
 _LOADED: dict[str, _Loaded] = {}
@@ -193,19 +194,14 @@ def _load(model_dir: Path) -> _Loaded:
         return loaded
 
 
-_BF16_LOCK = threading.Lock()
-_BF16: dict[int, Any] = {}
-
-
 def _bfloat16_model(m: _Loaded) -> Any:
-    """The bfloat16 copy of a loaded model, made once per process."""
-    with _BF16_LOCK:
-        model = _BF16.get(id(m.model))
-        if model is None:
+    """The bfloat16 copy of a loaded model, made on first use (under the model's lock)."""
+    with m.lock:
+        if m.bfloat16 is None:
             import copy
 
-            model = _BF16[id(m.model)] = copy.deepcopy(m.model).to(m.torch.bfloat16)
-        return model
+            m.bfloat16 = copy.deepcopy(m.model).to(m.torch.bfloat16)
+        return m.bfloat16
 
 
 class LocalMiniLMEmbedder:
@@ -281,4 +277,4 @@ class LocalMiniLMEmbedder:
             mask = attention.unsqueeze(-1).to(tokens.dtype)
             mean = (tokens * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
             unit = torch.nn.functional.normalize(mean, p=2, dim=1)
-            return unit.to(torch.float32).cpu().numpy()
+            return unit.cpu().numpy()
