@@ -173,11 +173,14 @@ def _start_locked(pgdata: Path) -> str:
     raise AssertionError("unreachable")
 
 
+def _ram_mb() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+
+
 def default_shared_buffers() -> str:
     """A quarter of the machine's RAM (PostgreSQL's own advice for a dedicated server), at
     most 4 GB, at least the 128 MB default."""
-    ram_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
-    return f"{max(128, min(ram_mb // 4, SHARED_BUFFERS_CAP_MB))}MB"
+    return f"{max(128, min(_ram_mb() // 4, SHARED_BUFFERS_CAP_MB))}MB"
 
 
 def server_config(shared_buffers: str | None = None) -> dict[str, str]:
@@ -188,8 +191,7 @@ def server_config(shared_buffers: str | None = None) -> dict[str, str]:
         from ultron.settings import Settings
 
         shared_buffers = Settings.from_env().pg_shared_buffers or default_shared_buffers()
-    ram_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
-    return {"shared_buffers": shared_buffers, "effective_cache_size": f"{max(ram_mb // 2, 128)}MB"}
+    return {"shared_buffers": shared_buffers, "effective_cache_size": f"{max(_ram_mb() // 2, 128)}MB"}
 
 
 def _write_config(pgdata: Path, config: dict[str, str]) -> None:
