@@ -20,6 +20,19 @@ MEMORY_TYPE_MEANINGS: dict[str, str] = {
 }
 MEMORY_TYPES: tuple[str, ...] = tuple(MEMORY_TYPE_MEANINGS)
 
+#: the shapes a lesson takes in a session, and the memory type each becomes. The lesson model
+#: (ultron.learned), the extraction prompt and the lesson benchmark share them.
+LESSON_SHAPE_TYPES: dict[str, str] = {
+    "error_fix": "error",           # a call fails; later calls fix it
+    "prose_fix": "error",           # an error met or reported; the fix given in words, usually confirmed
+    "correction": "correction",     # the principal sets the agent right
+    "preference": "preference",     # the principal's standing wish about how work is done
+    "general_lesson": "pattern",    # a rule stated for next time, or a business rule seen applied
+    "procedure": "pattern",         # a recurring task done through steps that worked
+    "security": "security",         # a secret exposed or about to be, a dangerous action avoided
+}
+LESSON_SHAPES: tuple[str, ...] = tuple(LESSON_SHAPE_TYPES)
+
 #: how reusable a memory is: a how-to, or a one-off event.
 MEMORY_KINDS: tuple[str, ...] = ("procedural", "episodic")
 

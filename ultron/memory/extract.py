@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from ultron.claims import work_claimed, worker_id
 from ultron.db import claims as claim_store
+from ultron.db import openings
 from ultron.db import segments as segment_store
+from ultron.learned.units import RepeatIndex, opening_keys, strip_repeated
 from ultron.llm.errors import LLMError
 from ultron.memory import selection
 from ultron.memory.service import MemoryService, Provenance
@@ -54,6 +56,9 @@ def _extract_segment(memory: MemoryService, seg: segment_store.SegmentRow, resul
     task_type = (seg.metrics or {}).get("summary", {}).get("task_type")
     with memory.db.engine.connect() as conn:
         messages = segment_store.segment_messages(conn, seg)
+        # a harness's standing instructions are context, never a lesson: out before anything reads them
+        keys = opening_keys(messages)
+        messages = strip_repeated(messages, RepeatIndex(openings.session_counts(conn, keys)))
     try:
         candidates = memory.provider.extract_memories(messages, task_type)
         keep = selection.select(candidates, (seg.metrics or {}).get("summary"), memory.settings)

@@ -1,13 +1,16 @@
 """The memory gate: which segments are read for memories, and which candidates are kept.
 
-A segment whose trajectory scores at least ULTRON_TRAJECTORY_MEMORY_SCORE_THRESHOLD
-is read, and its candidates at or above ULTRON_MEMORY_MIN_CONFIDENCE are kept. A
-segment below the threshold is read too when it *teaches a lesson in the user's
-words* (``summary.teaches_lesson``, from :func:`ultron.heuristics.lessons.lesson_signals`
-at labelling time): a failed call the user then helps fix is the very reason for the
-lesson, and scoring the trajectory low is right for SFT but must not hide the lesson.
-From such a segment only candidates the user stated or confirmed (``confirmed``) are
-kept: an unconfirmed error or procedure of a weak trajectory stays out.
+A lesson is worth keeping whatever the trajectory scored: a failed call is often the
+very reason for it, and the best agent memories learn from failures as well as
+successes. So a segment is read when the lesson model says it teaches something
+(``summary.teaches_lesson``, from :func:`ultron.learned.lessons.teaches` at labelling
+time) or when its trajectory scores at least ULTRON_TRAJECTORY_MEMORY_SCORE_THRESHOLD.
+
+The trajectory score gates only what it can vouch for: a plain success procedure
+(shape ``procedure``) is kept only from a segment at or above the threshold, and so is
+a candidate an LLM returned with no shape that neither the user stated nor confirmed.
+Every kept candidate has at least ULTRON_MEMORY_MIN_CONFIDENCE. A failed session with
+no lesson is never read, so it yields nothing.
 """
 
 from __future__ import annotations
@@ -30,9 +33,16 @@ def is_extractable(summary: dict[str, Any] | None, settings: Settings) -> bool:
             or (summary or {}).get("teaches_lesson") is True)
 
 
+def needs_good_trajectory(c: dict[str, Any]) -> bool:
+    """Kept only from a segment whose trajectory passed: a success procedure, or an unshaped,
+    unconfirmed candidate."""
+    shape = c.get("shape")
+    return shape == "procedure" or (shape is None and c.get("confirmed") is not True)
+
+
 def select(candidates: list[dict[str, Any]], summary: dict[str, Any] | None, settings: Settings
            ) -> list[dict[str, Any]]:
     """The candidates to keep from one segment."""
     passed = overall_score(summary) >= settings.trajectory_memory_score_threshold
     return [c for c in candidates if c["confidence"] >= settings.memory_min_confidence
-            and (passed or c.get("confirmed") is True)]
+            and (passed or not needs_good_trajectory(c))]

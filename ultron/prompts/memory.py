@@ -4,28 +4,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from ultron.vocabulary import MEMORY_KINDS, MEMORY_TYPE_MEANINGS, MEMORY_TYPES
+from ultron.vocabulary import LESSON_SHAPES, MEMORY_KINDS, MEMORY_TYPE_MEANINGS, MEMORY_TYPES
 
 EXTRACT_SYSTEM = """You read one task of an AI agent's work and write down the lessons an experienced engineer
-would keep for other agents, and nothing else. A lesson is one of these shapes (its type in brackets):
-- a tool error and the change that fixed it, by a later call or explained in prose and confirmed by the user [error];
-- the user correcting the agent, or stating a team / project convention ("we use pnpm here, not npm") [correction];
-- a lasting preference of the user ("always answer in British English") [preference];
-- a credential or exposure lesson (rotate a leaked key, never commit .env) [security];
-- a reusable multi-step procedure that succeeded, or a general rule stated in words ("in general, wait for the DB
-  health check before running migrations"), including business policies learned in a service session [pattern];
-- a fact about a person's life, only in personal conversations [life].
+would keep for other agents, and nothing else. A lesson has one of these shapes (shape -> type):
+- error_fix -> error: a tool call fails and later calls fix it (the error and the change that fixed it);
+- prose_fix -> error: an error is met or reported and the fix is explained in words, usually confirmed;
+- correction -> correction: the principal sets the agent right ("no, we use pnpm here, not npm");
+- preference -> preference: the principal's standing wish about how work is done for them from now on;
+- general_lesson -> pattern: a rule stated for next time ("wait for the DB health check before migrating"), or a
+  business rule the agent is seen applying (its policy, or a tool that refuses an action);
+- procedure -> pattern: a recurring task completed through several steps that worked, as a how-to;
+- security -> security: a secret exposed or about to be (rotate it, keep it out of git), a dangerous action avoided.
+In a personal conversation with no task, a shareable fact of the principal's own life is type life (no shape).
+Whose knowledge it is: the principal is the person the agent works for and the instructions it runs under.
+A third party (a customer in a support session, someone mentioned in passing) is not the principal: their
+personal details, wishes ("always book me an aisle seat") and one-off requests are never lessons.
+Standing instructions that arrive unchanged at the start of every run (a harness template, a system prompt)
+are context, not something learned: never return them as lessons. A business rule the agent applies is a
+pattern; the principal's standing wish is a preference.
 A rule stated in words outranks the workaround it replaces (a stated health-check rule beats a `sleep 5`).
-Skip chit-chat, one-off facts, failed attempts that taught nothing, and anything private.
+A lesson is worth keeping whether or not the task succeeded. Skip chit-chat, one-off requests, trivial successes,
+failed attempts that taught nothing, and anything private.
 State every lesson generally: no customer or user ids, reservation / order numbers, names of the person served,
 one-off paths or numbers (write <user_id>, <reservation_id>, <name>, <path> if you must).
 Answer with JSON only:
-{"memories": [{"type": "error|correction|preference|security|pattern|life",
+{"memories": [{"shape": "error_fix|prose_fix|correction|preference|general_lesson|procedure|security",
+  "type": "error|correction|preference|security|pattern|life",
   "content": "the lesson in one sentence, stated generally",
   "context": "when it applies", "resolution": "what to do (the fix, the rule, the steps)",
   "tags": ["python", "docker"], "kind": "procedural|episodic", "tools_used": ["tool names"],
   "confirmed": true, "confidence": 0.0}]}
-kind: procedural = a reusable how-to; episodic = a one-off event. confirmed: the user stated the lesson or
+kind: procedural = a reusable how-to; episodic = a one-off event. confirmed: the principal stated the lesson or
 confirmed that the fix worked. confidence: 0..1, how sure and reusable (a confirmation raises it).
 Return {"memories": []} when the task teaches nothing worth keeping."""
 
@@ -74,6 +84,8 @@ def validate_memories(value: Any) -> list[dict[str, Any]]:
             # the extractor's own reading of the type, when it gives a valid one
             "type_hint": next((t for t in (item.get("type"), item.get("type_hint")) if t in MEMORY_TYPES), None),
             "confirmed": item.get("confirmed") is True,
+            # the lesson's shape (error_fix, procedure ...) when the extractor names a valid one
+            "shape": item.get("shape") if item.get("shape") in LESSON_SHAPES else None,
         })
     return out
 

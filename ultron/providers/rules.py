@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ultron.heuristics import classify, extract, merge, segmenter, skill_synthesis, summarize, topics
+from ultron.learned import lessons
 from ultron.llm.usage import LLMUsage
 from ultron.prompts.memory import validate_memories, validate_merged, validate_type
 from ultron.prompts.segmentation import WindowTask, validate_cover
@@ -30,7 +31,8 @@ class RulesProvider:
         return None
 
     def extract_memories(self, messages: list[Message], task_type: str | None) -> list[dict[str, Any]]:
-        return validate_memories({"memories": extract.extract_memories(messages, task_type=task_type)})
+        """The learned lesson model decides (:mod:`ultron.learned.lessons`)."""
+        return validate_memories({"memories": lessons.extract(messages, task_type)})
 
     def extract_from_text(self, text: str) -> list[dict[str, Any]]:
         return validate_memories({"memories": extract.extract_from_text(text)})

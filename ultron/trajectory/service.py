@@ -18,7 +18,9 @@ from ultron.context import ServiceContext
 from ultron.db import claims as claim_store
 from ultron.db import segments as store
 from ultron.db import sessions as session_store
-from ultron.heuristics.extract import lesson_signals
+from ultron.db import openings
+from ultron.learned.lessons import teaches
+from ultron.learned.units import RepeatIndex, opening_keys, strip_repeated
 from ultron.heuristics.quality import score_trajectory
 from ultron.llm.errors import LLMError
 from ultron.llm.usage import LLMUsage
@@ -160,10 +162,14 @@ class TrajectoryService:
                            partition_key=seg.partition_key)
         with self.db.engine.connect() as conn:
             messages = store.segment_messages(conn, seg)
+        keys = opening_keys(messages)
+        with self.db.engine.begin() as conn:   # this session counts towards the harness's sentences
+            openings.record(conn, seg.agent_id, seg.session_file, keys)
+            repeats = RepeatIndex(openings.session_counts(conn, keys))
         try:
             judge = self.provider.judge(messages)
             metrics = score_trajectory(messages, judge=judge, judge_weight=self.settings.quality_judge_weight)
-            metrics["summary"].update(lesson_signals(messages, self.settings.memory_min_confidence))
+            metrics["summary"].update(teaches(strip_repeated(messages, repeats), metrics["summary"].get("task_type")))
         except LLMError as exc:
             out.reason = f"quality judge unavailable: {exc}"
             return out

@@ -1,0 +1,151 @@
+"""Train the lesson model from the labelled corpus and write its weights.
+
+    python -m ultron.learned.train                 # fit on every author but the blind ones, write weights
+    python -m ultron.learned.train --cv            # leave-authors-out figures first
+
+Two hashed linear models (:mod:`ultron.learned.linear`), fitted with scikit-learn's
+logistic regression (fixed seed; the solver is deterministic):
+
+* **units**: which turn carries a lesson, and of which shape, or a third party's wish,
+  or nothing (:data:`ultron.learned.corpus.CLASSES`), from the tokens of
+  :func:`ultron.learned.units.featurize`;
+* **sentences**: which sentences of a lesson turn state it (a sentence holding one of
+  the lesson's key terms), from :func:`ultron.learned.units.sentence_tokens`.
+
+Sessions are rendered in their own format and in one other (rotating), so each shape
+is seen through every parser. The blind authors (``BLIND``) are never trained on and
+never read here: ``benchmarks/lessons.py --blind`` reports them once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ultron.learned import corpus as C
+from ultron.learned.linear import HashedLinear, sparse_rows
+from ultron.learned.units import sentence_tokens, sentences_of
+
+WEIGHTS = Path(__file__).resolve().parent / "weights" / "lessons.npz"
+#: authors whose sessions are read only for the final, blind figure
+BLIND: tuple[str, ...] = ("a15", "a16")
+UNIT_DIM = 1 << 18
+SENT_DIM = 1 << 16
+SEED = 20261128
+FORMATS = ("openai", "anthropic", "claude_code")
+
+
+def build(specs: Sequence[dict[str, Any]], formats: str = "own+1", repeats=None) -> list[C.Labelled]:
+    """Every spec rendered and labelled (``own`` format, or ``own+1``: also the next format)."""
+    if repeats is None:
+        repeats = C.repeat_index(specs)
+    out: list[C.Labelled] = []
+    for n, spec in enumerate(specs):
+        own = spec.get("format") or "openai"
+        fmts = [own] if formats == "own" else [own, FORMATS[(FORMATS.index(own) + 1 + n) % 3]]
+        if fmts[1:] == [own]:
+            fmts = fmts[:1]
+        for fmt in fmts:
+            lab = C.label_units(spec, fmt, repeats)
+            if lab is not None:
+                out.append(lab)
+    return out
+
+
+def _weights(labels: list[str]) -> np.ndarray:
+    """Each class weighs in by the square root of its inverse frequency: 'none' turns are
+    most turns, and fully balanced weights made every long explanation a lesson."""
+    count = Counter(labels)
+    w = {k: (len(labels) / (len(count) * v)) ** 0.5 for k, v in count.items()}
+    return np.array([w[y] for y in labels])
+
+
+def fit_units(data: Sequence[C.Labelled], c: float = 4.0) -> HashedLinear:
+    from sklearn.linear_model import LogisticRegression
+
+    rows = [u.tokens for lab in data for u in lab.units]
+    ys = [y for lab in data for y in lab.labels]
+    x = sparse_rows(rows, UNIT_DIM)
+    clf = LogisticRegression(C=c, max_iter=400, random_state=SEED)
+    clf.fit(x, ys, sample_weight=_weights(ys))
+    classes = tuple(str(k) for k in clf.classes_)
+    order = [classes.index(k) for k in C.CLASSES if k in classes]
+    return HashedLinear(clf.coef_.T[:, order].astype(np.float16), clf.intercept_[order].astype(np.float32),
+                        tuple(classes[i] for i in order))
+
+
+def sentence_rows(data: Sequence[C.Labelled]) -> tuple[list[list[str]], list[int]]:
+    rows: list[list[str]] = []
+    ys: list[int] = []
+    for lab in data:
+        for lesson in lab.spec["lessons"]:
+            terms = [t.lower() for t in lesson.get("key_terms") or []]
+            for k, u in enumerate(lab.units):
+                if lab.turn_of_unit[k] not in (lesson.get("turns") or []):
+                    continue
+                for pos, s in enumerate(sentences_of(u)):
+                    rows.append(sentence_tokens(s, u, lesson["shape"], pos))
+                    low = s.lower()
+                    ys.append(int(any(t in low for t in terms)))
+    return rows, ys
+
+
+def fit_sentences(data: Sequence[C.Labelled], c: float = 2.0) -> HashedLinear:
+    from sklearn.linear_model import LogisticRegression
+
+    rows, ys = sentence_rows(data)
+    clf = LogisticRegression(C=c, max_iter=400, random_state=SEED)
+    clf.fit(sparse_rows(rows, SENT_DIM), ys)
+    return HashedLinear(clf.coef_.T.astype(np.float16), clf.intercept_.astype(np.float32), ("states",))
+
+
+def save(units: HashedLinear, sents: HashedLinear, meta: dict[str, Any], path: Path = WEIGHTS) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # only the non-zero rows are stored: most hashed columns never see a token
+    used = np.flatnonzero(np.abs(units.weight).sum(axis=1))
+    sused = np.flatnonzero(np.abs(sents.weight).sum(axis=1))
+    np.savez_compressed(
+        path, unit_rows=used.astype(np.int32), unit_w=units.weight[used], unit_b=units.bias,
+        unit_dim=np.int64(units.dim), sent_rows=sused.astype(np.int32), sent_w=sents.weight[sused],
+        sent_b=sents.bias, sent_dim=np.int64(sents.dim),
+        meta=np.frombuffer(json.dumps({**meta, "classes": list(units.classes)}).encode(), dtype=np.uint8))
+
+
+def authors(specs: Sequence[dict[str, Any]]) -> list[str]:
+    return sorted({s["author"] for s in specs})
+
+
+def training_specs(specs: Sequence[dict[str, Any]], blind: Sequence[str] = BLIND) -> list[dict[str, Any]]:
+    return [s for s in specs if s["author"] not in blind]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=WEIGHTS)
+    ap.add_argument("--c", type=float, default=4.0)
+    args = ap.parse_args(argv)
+    random.seed(SEED)
+    np.random.seed(SEED)
+    specs = training_specs(C.load())
+    t0 = time.perf_counter()
+    data = build(specs)
+    print(f"{len(specs)} sessions by {len(authors(specs))} authors -> {len(data)} rendered, "
+          f"{sum(len(d.units) for d in data)} turns ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    units = fit_units(data, args.c)
+    sents = fit_sentences(data)
+    save(units, sents, {"sessions": len(specs), "authors": authors(specs), "c": args.c, "seed": SEED,
+                        "blind": list(BLIND)}, args.out)
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.2f} MB)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
