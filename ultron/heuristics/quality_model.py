@@ -100,9 +100,20 @@ PRIOR: dict[str, float] = {
 WEIGHTS: dict[str, float] = {**FITTED, **PRIOR}
 
 #: share of the fitted weights applied per task type: in full where they were fitted and
-#: validated (customer service), halved elsewhere (see the module docstring).
+#: validated (customer service); every other type has its own three constants below.
 TRANSFER: dict[str, float] = {"customer_service": 1.0}
-TRANSFER_DEFAULT = 0.5
+
+#: Every task type but customer service: intercept, share of the fitted weights and scale of
+#: the prior weights, fitted by logistic regression on the labelled corpus's coding, data,
+#: ops and writing sessions and their success labels (``python -m ultron.learned.train_quality``;
+#: leave-authors-out and leave-domain-out AUROC in its output and in README). The fitted
+#: share comes out slightly negative: in a developer's session many changes and long answers
+#: go with work done, not with a service agent overstepping. The corpus's sessions mostly
+#: succeed (92%), which sets the intercept: 0.7 here reads "most such segments succeeded".
+INTERCEPT_OTHER = 3.39
+TRANSFER_OTHER = -0.09
+PRIOR_SCALE_OTHER = 1.23
+TRANSFER_DEFAULT = TRANSFER_OTHER
 
 #: the score that is no evidence either way (default 1: only a shortfall counts).
 NEUTRAL: dict[str, float] = {"policy_events": 0.7, "outcome_cues": 0.5}
@@ -119,12 +130,14 @@ def logit(metrics: Mapping[str, Mapping[str, Any]], task_type: str = "customer_s
     """The model's log-odds for a metrics dict (``{name: {"score": ..., ...}}``); the
     fitted weights count in full for customer service and ``TRANSFER`` of that
     elsewhere. Metrics without a weight (e.g. ``llm_judge``) are ignored."""
-    share = TRANSFER.get(task_type, TRANSFER_DEFAULT)
-    z = INTERCEPT
+    service = task_type in TRANSFER
+    share = TRANSFER.get(task_type, TRANSFER_OTHER)
+    prior_scale = 1.0 if service else PRIOR_SCALE_OTHER
+    z = INTERCEPT if service else INTERCEPT_OTHER
     for name, m in metrics.items():
         w = WEIGHTS.get(name)
         if w:
-            z += (w * share if name in FITTED else w) * evidence(name, m.get("score"))
+            z += (w * share if name in FITTED else w * prior_scale) * evidence(name, m.get("score"))
     return z
 
 

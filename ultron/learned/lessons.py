@@ -4,7 +4,8 @@ The decision is the trained model's (:mod:`ultron.learned.train`, weights in
 ``weights/lessons.npz``), not a phrase list's:
 
 1. every turn gets a class from the *unit* model: a lesson shape, a third party's wish,
-   or nothing (:mod:`ultron.learned.units` lists its features);
+   or nothing (:mod:`ultron.learned.units` lists its features); the *segment* model says
+   whether the segment teaches anything at all, and a turn counts only when both pass;
 2. turns whose lesson probability reaches :data:`UNIT_THRESHOLD` are grouped (neighbours
    within two turns), and the group's shape is the one with the most probability mass;
 3. the *sentence* model picks, among the group's sentences, calls and error lines, the
@@ -32,15 +33,18 @@ from ultron.heuristics.generalise import generalise, people_in
 from ultron.heuristics.text import clip, norm_key
 from ultron.learned.linear import HashedLinear
 from ultron.vocabulary import LESSON_SHAPE_TYPES, LESSON_SHAPES
-from ultron.learned.units import Unit, featurize, sentence_tokens, sentences_of, units_of
+from ultron.learned.units import Unit, featurize, segment_tokens, sentence_tokens, sentences_of, units_of
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "lessons.npz"
 SHAPES = LESSON_SHAPES
 TYPE_OF_SHAPE = LESSON_SHAPE_TYPES
 #: a turn carries a lesson at this probability (chosen by leave-authors-out validation)
 UNIT_THRESHOLD = 0.5
+#: the segment model's probability a segment must have for any of its turns to count
+SEGMENT_THRESHOLD = 0.4
 #: the labelling-time test "does this segment teach anything" is looser: it only opens the gate
 GATE_THRESHOLD = 0.35
+GATE_SEGMENT_THRESHOLD = 0.3
 GROUP_GAP = 2
 
 
@@ -48,6 +52,7 @@ GROUP_GAP = 2
 class LessonModel:
     units: HashedLinear
     sentences: HashedLinear
+    segments: HashedLinear
     meta: dict[str, Any]
 
     @classmethod
@@ -62,10 +67,16 @@ class LessonModel:
 
         meta = json.loads(bytes(z["meta"]).decode())
         return cls(HashedLinear(dense("unit"), z["unit_b"], tuple(meta["classes"])),
-                   HashedLinear(dense("sent"), z["sent_b"], ("states",)), meta)
+                   HashedLinear(dense("sent"), z["sent_b"], ("states",)),
+                   HashedLinear(dense("seg"), z["seg_b"], ("teaches",)), meta)
+
+    def segment_proba(self, units: list[Unit]) -> float:
+        return float(self.segments.proba([segment_tokens(units)])[0, 0]) if units else 0.0
 
     def unit_proba(self, units: list[Unit]) -> np.ndarray:
-        return self.units.proba([u.tokens for u in units]) if units else np.zeros((0, len(self.units.classes)))
+        if not units:
+            return np.zeros((0, len(self.units.classes)))
+        return self.units.proba([u.tokens for u in units])
 
     def lesson_share(self, p: np.ndarray) -> np.ndarray:
         """P(the turn carries a lesson of any shape)."""
@@ -100,47 +111,78 @@ class Found:
     units: list[int]          # positions in the unit list
 
 
-def detect(messages: list[Any], task_type: str | None = None, threshold: float = UNIT_THRESHOLD):
-    """The segment's units, their class probabilities and the lessons found."""
+def detect(messages: list[Any], task_type: str | None = None, threshold: float | None = None,
+           segment_threshold: float | None = None):
+    """The segment's units, their class probabilities and the lessons found (turns at
+    ``threshold``, default :data:`UNIT_THRESHOLD`, in a segment the segment model passes at
+    ``segment_threshold``, default :data:`SEGMENT_THRESHOLD`)."""
+    threshold = UNIT_THRESHOLD if threshold is None else threshold
+    segment_threshold = SEGMENT_THRESHOLD if segment_threshold is None else segment_threshold
     m = model()
     d, units = units_of(messages)
     featurize(d, units, task_type)
     p = m.unit_proba(units)
     share = m.lesson_share(p)
     hits = [k for k in range(len(units)) if share[k] >= threshold]
+    if hits and m.segment_proba(units) < segment_threshold:
+        hits = []
+    shape_cols = {s: m.units.classes.index(s) for s in SHAPES if s in m.units.classes}
+    top = {k: max(shape_cols, key=lambda s: p[k, shape_cols[s]]) for k in hits}
     groups: list[list[int]] = []
     for k in hits:
-        if groups and k - groups[-1][-1] <= GROUP_GAP:
+        # neighbours join a lesson unless they plainly carry another one (a fix, then a wish)
+        if groups and k - groups[-1][-1] <= GROUP_GAP and top[k] == top[groups[-1][-1]]:
+            groups[-1].append(k)
+        elif groups and k - groups[-1][-1] <= GROUP_GAP and units[k].role == units[groups[-1][-1]].role:
             groups[-1].append(k)
         else:
             groups.append([k])
-    shape_cols = {s: m.units.classes.index(s) for s in SHAPES if s in m.units.classes}
     found = []
     for g in groups:
         mass = {s: float(p[g, c].sum()) for s, c in shape_cols.items()}
+        for s in _not_the_principals(units, g, task_type):
+            mass.pop(s, None)
+        if not mass:
+            continue
         shape = max(mass, key=mass.get)
+        if mass[shape] < threshold * 0.5:       # what was left was the principal's word, not ours
+            continue
         found.append(Found(shape, float(share[g].max()), g))
     return d, units, p, found
 
 
+#: shapes only the principal's own words can carry
+PRINCIPAL_SHAPES = ("preference", "correction")
+
+
+def _not_the_principals(units: list[Unit], group: list[int], task_type: str | None) -> tuple[str, ...]:
+    """Whose knowledge: a standing wish or a correction is the principal's, so it needs a
+    person's turn in the group; and in a customer-service segment the person typing is the
+    customer, a third party, whose wishes and corrections are never the team's."""
+    if task_type == "customer_service" or not any(units[k].role == "user" for k in group):
+        return PRINCIPAL_SHAPES
+    return ()
+
+
 def teaches(messages: list[Any], task_type: str | None = None) -> dict[str, Any]:
     """Labelling-time signal for the memory gate: does any turn look like a lesson?"""
-    _, _, _, found = detect(messages, task_type, GATE_THRESHOLD)
+    _, _, _, found = detect(messages, task_type, GATE_THRESHOLD, GATE_SEGMENT_THRESHOLD)
     return {"teaches_lesson": bool(found), "lesson_shapes": sorted({f.shape for f in found}),
             "lesson_types": sorted({TYPE_OF_SHAPE[f.shape] for f in found})}
 
 
-def _pick(units: list[Unit], group: list[int], shape: str) -> list[tuple[float, int, str]]:
-    """The group's candidate sentences scored by the sentence model, best first."""
+def _pick(units: list[Unit], group: list[int], shape: str) -> list[tuple[float, int, str, str]]:
+    """The group's candidate lines scored by the sentence model, best first:
+    ``(probability, unit, kind, text)``."""
     rows, where = [], []
     for k in group:
-        for pos, s in enumerate(sentences_of(units[k])):
-            rows.append(sentence_tokens(s, units[k], shape, pos))
-            where.append((k, s))
+        for pos, (kind, s) in enumerate(sentences_of(units[k])):
+            rows.append(sentence_tokens(s, units[k], shape, pos, kind))
+            where.append((k, kind, s))
     if not rows:
         return []
     p = model().sentences.proba(rows)[:, 0]
-    return sorted(((float(p[i]), k, s) for i, (k, s) in enumerate(where)), key=lambda x: -x[0])
+    return sorted(((float(p[i]), k, kind, s) for i, (k, kind, s) in enumerate(where)), key=lambda x: -x[0])
 
 
 def _error_line(units: list[Unit], group: list[int]) -> str:
@@ -152,40 +194,43 @@ def _error_line(units: list[Unit], group: list[int]) -> str:
     return ""
 
 
-def _steps(units: list[Unit], group: list[int]) -> list[str]:
-    out = []
-    for k in group:
-        for c in units[k].calls:
-            if not c.error and c.args:
-                out.append(clip(f"{c.name}: {c.args}", 200))
-    return out
+#: lines kept in a resolution besides its steps, and the probability they need
+RESOLUTION_LINES = 4
+RESOLUTION_MIN = 0.25
+MAX_STEPS = 8
 
 
 def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, Any] | None:
-    """One memory candidate from one found lesson."""
+    """One memory candidate from one found lesson: content is the best prose line (a call or
+    an error line is never the lesson itself), the resolution the next best lines and, for a
+    lesson done through tools, its successful calls as numbered steps."""
     group = sorted(set(f.units))
-    picked = _pick(units, group, f.shape)
-    if not picked:
+    # the turns just before and after are read too: a fix is often stated in the turn after
+    # the failed call the model flagged, a rule in the reply to the turn that broke it
+    span = sorted({k for g in group for k in (g - 1, g, g + 1) if 0 <= k < len(units)})
+    picked = _pick(units, span, f.shape)
+    prose = [x for x in picked if x[2] == "text"]
+    if not prose:
         return None
-    content = picked[0][2]
-    rest = [s for p, k, s in picked[1:] if p >= 0.3 and norm_key(s) != norm_key(content)][:3]
+    content = prose[0][3]
+    rest = [s for p, k, kind, s in prose[1:] if p >= RESOLUTION_MIN and norm_key(s) != norm_key(content)]
+    rest = rest[:RESOLUTION_LINES]
     context_parts = []
     if f.shape in ("error_fix", "prose_fix", "security"):
         err = _error_line(units, group)
         if err and err not in content:
-            context_parts.append("Error: " + err)
+            context_parts.append(err if err.lower().startswith("error") else "Error: " + err)
     task = d.task_context(units[group[0]].msg)
     if task:
         context_parts.append(task)
     resolution = " ".join(rest)
-    if f.shape in ("error_fix", "procedure"):
-        steps = _steps(units, group)
-        if steps:
-            numbered = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(steps[:8]))
-            resolution = (resolution + "\n" + numbered).strip()
-    tools = sorted({c.name for k in group for c in units[k].calls})[:5]
-    evidence = [units[k].reading()[:1000] for k in group]
-    limit = PROCEDURE_CHARS if f.shape == "procedure" else RESOLUTION_CHARS
+    steps = [clip(s, 220) for p, k, kind, s in sorted((x for x in picked if x[2] == "call"), key=lambda x: x[1])
+             if p >= RESOLUTION_MIN or f.shape in ("error_fix", "procedure")][:MAX_STEPS]
+    if steps:
+        resolution = (resolution + "\n" + "\n".join(f"{i + 1}. {s}" for i, s in enumerate(steps))).strip()
+    tools = sorted({c.name for k in span for c in units[k].calls})[:5]
+    evidence = [units[k].reading()[:1000] for k in span]
+    limit = PROCEDURE_CHARS if f.shape == "procedure" or len(steps) > 3 else RESOLUTION_CHARS
     mem = candidate(TYPE_OF_SHAPE[f.shape], "episodic" if f.shape == "preference" else "procedural",
                     content, clip(" ".join(context_parts), CONTEXT_CHARS), resolution, tools,
                     round(min(0.99, 0.5 + 0.5 * f.score), 3), task_type, evidence, limit)

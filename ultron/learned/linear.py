@@ -76,18 +76,3 @@ def softmax(z: np.ndarray) -> np.ndarray:
     z = z - z.max(axis=1, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=1, keepdims=True)
-
-
-@dataclass
-class DenseLinear:
-    """``softmax(x @ weight + bias)`` over a dense feature vector (embedding + scores)."""
-
-    weight: np.ndarray          # (n_features, n_classes)
-    bias: np.ndarray
-    mean: np.ndarray            # standardisation learned with the weights
-    scale: np.ndarray
-    classes: tuple[str, ...]
-
-    def proba(self, x: np.ndarray) -> np.ndarray:
-        z = ((x - self.mean) / self.scale) @ self.weight.astype(np.float32) + self.bias
-        return softmax(z)

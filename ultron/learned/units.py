@@ -14,10 +14,12 @@ The tokens (the model card in README lists them too):
   (``u``/``a``); ``c:`` words of its calls' names and arguments; ``r:`` words of the
   first error lines of failed results;
 * ``p:`` the first words of the previous turn, ``n:`` of the next person's turn (a
-  confirmation or a push-back is the strongest evidence there is);
+  confirmation or a push-back is the strongest evidence there is), ``z:`` of the segment's
+  last person's turn, and whether its last call failed (how the task ended);
 * ``s:`` structure: role, first/last turn, position bin, length bin, calls made,
   failed here, failed before, a later call of the same tool succeeded, code block,
-  list, question mark, the segment's task type, a system prompt present.
+  list, question mark, no successful call since a failure, the segment's task type, a
+  system prompt present.
 
 Sentences the harness repeats at the opening of every session (:class:`RepeatIndex`) are
 taken out before any of this is read.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -51,6 +54,21 @@ class Call:
     args: str
     result: str
     error: bool
+
+    def gist(self) -> str:
+        """The call as a step a person would write: the command itself when the arguments
+        hold one, else ``name key=value ...``."""
+        try:
+            data = json.loads(self.args) if self.args.startswith("{") else None
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            for key in ("command", "cmd", "code", "query", "sql", "script"):
+                if isinstance(data.get(key), str) and data[key].strip():
+                    return data[key].strip()
+            parts = [f"{k}={v}" for k, v in data.items() if isinstance(v, (str, int, float, bool))]
+            return f"{self.name} {' '.join(parts)}".strip()
+        return f"{self.name} {self.args}".strip()
 
 
 @dataclass(slots=True)
@@ -78,7 +96,7 @@ class Unit:
         return out[:n]
 
     def reading(self) -> str:
-        """The turn as one text: what the embedding model and the sentence picker read."""
+        """The turn as one text (its words, calls and error lines), for evidence and review."""
         parts = [self.text]
         for c in self.calls:
             parts.append(f"{c.name} {c.args}".strip())
@@ -189,6 +207,12 @@ def featurize(d: Digest, units: list[Unit], task_type: str | None = None) -> lis
     """Fill each unit's ``tokens`` (see the module docstring)."""
     n = len(units)
     has_system = bool(d.system)
+    # how the segment ends: the last person's words and whether its last call failed
+    last_user = next((u for u in reversed(units) if u.role == "user"), None)
+    ending = [f"z:{w}" for w in _words(last_user.text, CONTEXT_WORDS)] if last_user is not None else []
+    calls = [c for u in units for c in u.calls]
+    if calls:
+        ending.append("s:ends_failed" if calls[-1].error else "s:ends_ok")
     first_user = next((k for k, u in enumerate(units) if u.role == "user"), -1)
     failed_at = [k for k, u in enumerate(units) if u.failed]
     for k, u in enumerate(units):
@@ -218,6 +242,8 @@ def featurize(d: Digest, units: list[Unit], task_type: str | None = None) -> lis
             toks.append("s:fail_then_ok" if later_ok else "s:fail_not_fixed")
         if any(f < k for f in failed_at):
             toks.append("s:fail_before")
+            if not any(not c.error for v in units[k:] for c in v.calls):
+                toks.append("s:no_success_since_fail")
         if any(f > k for f in failed_at):
             toks.append("s:fail_after")
         toks += [
@@ -228,6 +254,7 @@ def featurize(d: Digest, units: list[Unit], task_type: str | None = None) -> lis
             f"s:n:{_bin(n, (3, 6, 12, 24))}",
             f"s:task:{task_type or 'none'}",
         ]
+        toks += ending
         if k == first_user:
             toks.append("s:first_user")
         if k == n - 1:
@@ -244,25 +271,38 @@ def featurize(d: Digest, units: list[Unit], task_type: str | None = None) -> lis
     return units
 
 
-def sentence_tokens(sentence: str, unit: Unit, shape: str, position: int) -> list[str]:
-    """Features of one sentence of a lesson turn, for picking the sentences that state it."""
+def segment_tokens(units: list[Unit]) -> list[str]:
+    """Features of a whole segment, for the segment model's "does this teach anything at all":
+    every turn's first words by role, and the turns' call and structure tokens."""
+    toks: list[str] = []
+    for u in units:
+        r = u.role[0]
+        toks += [f"{r}:{w}" for w in _words(u.text, 80)]
+        toks += [t for t in u.tokens if t.startswith(("s:", "c:"))]
+    return toks
+
+
+def sentence_tokens(sentence: str, unit: Unit, shape: str, position: int, kind: str = "text") -> list[str]:
+    """Features of one candidate line of a lesson turn (a sentence, a call, an error line), for
+    picking the lines that state the lesson."""
     words = _words(sentence, 60)
     r = "u" if unit.role == "user" else "a"
     toks = [f"w:{w}" for w in words] + [f"b:{a}_{b}" for a, b in zip(words, words[1:])]
-    toks += [f"s:shape:{shape}", f"s:role:{r}", f"s:pos:{min(position, 4)}",
-             f"s:len:{_bin(len(words), (4, 8, 15, 30, 60))}", f"s:{shape}:{r}"]
-    if any(ch in sentence for ch in "`/=_-.") and re.search(r"[`/=]|\w[._-]\w", sentence):
+    toks += [f"s:shape:{shape}", f"s:role:{r}", f"s:pos:{min(position, 4)}", f"s:kind:{kind}",
+             f"s:len:{_bin(len(words), (4, 8, 15, 30, 60))}", f"s:{shape}:{r}", f"s:{shape}:{kind}"]
+    if re.search(r"[`/=]|\w[._-]\w", sentence):
         toks.append("s:technical")
     if _ERROR_LINE.search(sentence):
         toks.append("s:errorish")
     return toks
 
 
-def sentences_of(unit: Unit) -> list[str]:
-    """A unit's sentences, its call lines and its error lines, as candidates to state the lesson."""
-    out = [s for s in sentences(unit.text) if len(s.split()) >= 3]
-    out += [f"{c.name}: {c.args}" for c in unit.calls if c.args and not c.error][:6]
-    out += unit.error_lines()
+def sentences_of(unit: Unit) -> list[tuple[str, str]]:
+    """A unit's candidate lines with their kind: its sentences (``text``), its successful
+    calls (``call``) and its error lines (``error``)."""
+    out = [("text", s) for s in sentences(unit.text) if len(s.split()) >= 3]
+    out += [("call", c.gist()) for c in unit.calls if c.args and not c.error][:6]
+    out += [("error", ln) for ln in unit.error_lines()]
     return out[:40]
 
 

@@ -106,6 +106,9 @@ class MemoryService:
         :meth:`prepare` had the rules do (a new memory keeps them as marks for redo_fallbacks)."""
         store.set_ef_search(conn, self.settings.hnsw_ef_search)
         store.lock_type(conn, memory_type)
+        same = store.same_content_of_type(conn, memory_type, body["content"])
+        if same is not None:
+            return self._merge(conn, same[0], same[1], body, tags, prov, tools_used)
         near = [(c, sim) for c, sim in store.nearest_of_type(conn, memory_type, embedding, k=3)
                 if sim >= self.settings.dedup_soft_threshold]
         for (candidate, sim), content_sim in zip(near, self._content_similarities(body, near)):

@@ -1,0 +1,122 @@
+"""The learned lesson model as a user of the pipeline sees it: lessons kept whatever the
+trajectory scored, nothing from sessions that teach nothing, no customer's wish stored
+as the team's, no harness text stored as a lesson, and weights that are small, load
+offline and are reproduced by the training script."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.messages import call, result, say, user
+from ultron.heuristics import score_trajectory
+from ultron.learned import lessons
+from ultron.learned.units import RepeatIndex, opening_keys, strip_repeated
+from ultron.memory import selection
+from ultron.providers import RulesProvider
+from ultron.settings import Settings
+
+
+def kept(messages) -> list[dict]:
+    """What the offline pipeline keeps from one segment (score, gate, extract, select)."""
+    settings = Settings.from_env({})
+    summary = score_trajectory(messages)["summary"]
+    summary.update(lessons.teaches(messages, summary["task_type"]))
+    if not selection.is_extractable(summary, settings):
+        return []
+    return selection.select(RulesProvider().extract_memories(messages, summary["task_type"]), summary, settings)
+
+
+def test_shipped_weights_are_small_and_name_every_class():
+    assert lessons.WEIGHTS.stat().st_size <= 10 * 1024 * 1024
+    m = lessons.model()
+    assert set(m.units.classes) == {"none", "third_party", *lessons.SHAPES}
+    assert m.meta["sessions"] >= 1000 and len(m.meta["authors"]) >= 12
+    assert not set(m.meta["blind"]) & set(m.meta["authors"])       # blind authors never trained on
+
+
+def test_a_correction_is_kept_as_the_principals_rule_even_from_a_low_scoring_segment():
+    msgs = [user("add lodash to the web app"),
+            call("Bash", {"command": "npm install lodash"}, "c1"), result("c1", "added 1 package in 2s"),
+            say("Installed lodash with npm."),
+            user("Hmm, that's not how we do it in this repo. We use pnpm, never npm, because the lockfile is "
+                 "pnpm-lock.yaml. Please redo it with pnpm add lodash."),
+            say("Got it, switching to pnpm."),
+            call("Bash", {"command": "pnpm add lodash"}, "c2"), result("c2", "Done in 1.2s"),
+            say("Done, lodash is added with pnpm."), user("thanks")]
+    [mem] = [m for m in kept(msgs) if m["type_hint"] == "correction"]
+    assert "pnpm" in mem["content"] and mem["shape"] == "correction"
+    # the trajectory score does not gate a lesson: the same candidate from a segment scored 0.2
+    low = {"overall_score": 0.2, "teaches_lesson": True}
+    assert selection.select([mem], low, Settings.from_env({})) == [mem]
+
+
+def test_a_failed_session_that_teaches_nothing_yields_nothing():
+    msgs = [user("can you get the staging dashboard loading again?"),
+            call("Bash", {"command": "curl -s https://staging.internal/health"}, "c1"),
+            result("c1", "curl: (6) Could not resolve host: staging.internal"),
+            say("I can't reach staging from this sandbox: the host does not resolve."),
+            user("ugh ok, forget it, I'll ask Priya tomorrow")]
+    assert kept(msgs) == []
+
+
+def test_chit_chat_and_a_one_off_request_yield_nothing():
+    assert kept([user("random question: why is the sky blue?"),
+                 say("Rayleigh scattering: shorter wavelengths scatter more in the atmosphere."),
+                 user("cool, thanks")]) == []
+    assert kept([user("rename notes.txt to notes-2024.txt please"),
+                 call("Bash", {"command": "mv notes.txt notes-2024.txt"}, "c1"), result("c1", ""),
+                 say("Renamed."), user("thanks")]) == []
+
+
+def test_a_customers_wish_is_not_stored_as_the_teams_preference():
+    system = ("You are an airline customer service agent. Follow the policy: basic economy flights "
+              "cannot be modified; verify the user id before any change.")
+    from ultron.sessions.messages import Message
+
+    msgs = [Message("system", system),
+            user("hi, user id mia_li_3668. I prefer aisle seats, please always book aisle for me. Also my "
+                 "wife Ana is vegetarian."),
+            call("get_user_details", {"user_id": "mia_li_3668"}, "c1"),
+            result("c1", '{"name": "Mia Li", "membership": "gold", "reservations": ["NO6JO3"]}'),
+            say("Thanks Mia. I can see reservation NO6JO3. What would you like to change?"),
+            user("move it to next friday please"),
+            call("update_reservation_flights", {"reservation_id": "NO6JO3", "flights": ["HAT100"]}, "c2"),
+            result("c2", "Error: basic economy reservations cannot be modified"),
+            say("I'm sorry, this is a basic economy booking, which cannot be modified under our policy.")]
+    prefs = [m for m in kept(msgs) if m["type_hint"] == "preference"]
+    assert prefs == []
+
+
+def test_the_harness_text_repeated_in_every_session_is_never_a_lesson():
+    harness = ("You are an autonomous programmer working in a sandbox. Always start by trying to reproduce "
+               "the bug that the issue discusses. You should always wait for feedback after every command. "
+               "Never forget the people's champ.")
+    msgs = [user(harness + "\nIssue: the date parser rejects ISO weeks like 2024-W05."),
+            call("Bash", {"command": "python -c 'import dateparse; dateparse.parse(\"2024-W05\")'"}, "c1"),
+            result("c1", "ValueError: unknown format 2024-W05"),
+            say("Reproduced. Adding ISO week support via datetime.fromisocalendar."),
+            call("Edit", {"file_path": "dateparse.py", "new_string": "datetime.fromisocalendar(y, w, 1)"}, "c2"),
+            result("c2", "ok"), say("Fixed: ISO week strings now parse.")]
+    counts = {k: 7 for k in opening_keys([user(harness)])}
+    mems = kept(strip_repeated(msgs, RepeatIndex(counts)))
+    text = " ".join(m["content"] + " " + m["context"] + " " + m["resolution"] for m in mems).lower()
+    assert "people's champ" not in text and "wait for feedback" not in text and "reproduce the bug" not in text
+
+
+def test_repeats_are_counted_by_hash_and_a_sentence_seen_once_stays():
+    idx = RepeatIndex({RepeatIndex.key("Always wait for feedback after every command."): 4})
+    assert idx.strip("Always wait for feedback after every command.\nThe build fails on ARM.") == \
+        "The build fails on ARM."
+    assert idx.strip("The build fails on ARM.") == "The build fails on ARM."
+    assert RepeatIndex.key("too short") is None
+
+
+def test_training_reproduces_the_same_weights_from_the_same_sessions(tmp_path):
+    from ultron.learned import corpus, train
+
+    specs = [s for s in corpus.load() if s["author"] == "legacy-dev"][:60]
+    a = train.fit_units(train.build(specs))
+    b = train.fit_units(train.build(specs))
+    assert a.classes == b.classes
+    assert np.array_equal(a.weight, b.weight)
