@@ -21,6 +21,7 @@ the segment (:class:`ultron.learned.units.RepeatIndex`), so it is never a lesson
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,7 +124,10 @@ def detect(messages: list[Any], task_type: str | None = None, threshold: float |
     featurize(d, units, task_type)
     p = m.unit_proba(units)
     share = m.lesson_share(p)
-    hits = [k for k in range(len(units)) if share[k] >= threshold]
+    # in a customer-service segment the person typing is the customer: a third party, never
+    # the source of the team's knowledge (their words stay in the provenance)
+    service = task_type == "customer_service"
+    hits = [k for k in range(len(units)) if share[k] >= threshold and not (service and units[k].role == "user")]
     if hits and m.segment_proba(units) < segment_threshold:
         hits = []
     shape_cols = {s: m.units.classes.index(s) for s in SHAPES if s in m.units.classes}
@@ -185,6 +189,17 @@ def _pick(units: list[Unit], group: list[int], shape: str) -> list[tuple[float, 
     return sorted(((float(p[i]), k, kind, s) for i, (k, kind, s) in enumerate(where)), key=lambda x: -x[0])
 
 
+_WORDY = re.compile(r"[A-Za-z]{2,}")
+
+
+def _statement(line: str) -> bool:
+    """A line that can state a lesson: a sentence of at least five words, not a question
+    (a lesson is said, not asked), not a table, tree or file listing."""
+    line = line.strip()
+    return (len(_WORDY.findall(line)) >= 5 and not line.endswith("?")
+            and not line.startswith(("|", "│", "├", "└", "#", ">", "-", "*")))
+
+
 def _error_line(units: list[Unit], group: list[int]) -> str:
     for k in list(group) + [group[0] - 1, group[0] - 2]:
         if 0 <= k < len(units):
@@ -194,6 +209,8 @@ def _error_line(units: list[Unit], group: list[int]) -> str:
     return ""
 
 
+#: the sentence model's probability the best line needs to be a memory's content
+CONTENT_MIN = 0.3
 #: lines kept in a resolution besides its steps, and the probability they need
 RESOLUTION_LINES = 4
 RESOLUTION_MIN = 0.25
@@ -207,11 +224,12 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
     group = sorted(set(f.units))
     # the turns just before and after are read too: a fix is often stated in the turn after
     # the failed call the model flagged, a rule in the reply to the turn that broke it
-    span = sorted({k for g in group for k in (g - 1, g, g + 1) if 0 <= k < len(units)})
+    span = sorted({k for g in group for k in (g - 1, g, g + 1) if 0 <= k < len(units)
+                   and not (task_type == "customer_service" and units[k].role == "user")})
     picked = _pick(units, span, f.shape)
-    prose = [x for x in picked if x[2] == "text"]
-    if not prose:
-        return None
+    prose = [x for x in picked if x[2] == "text" and _statement(x[3])]
+    if not prose or prose[0][0] < CONTENT_MIN:
+        return None            # nothing in these turns states a lesson: no memory
     content = prose[0][3]
     rest = [s for p, k, kind, s in prose[1:] if p >= RESOLUTION_MIN and norm_key(s) != norm_key(content)]
     rest = rest[:RESOLUTION_LINES]

@@ -103,9 +103,20 @@ def fit_segments(data: Sequence[C.Labelled], c: float = 4.0) -> HashedLinear:
 
 
 def sentence_rows(data: Sequence[C.Labelled]) -> tuple[list[list[str]], list[int]]:
+    """Positives: the lines of a lesson's turns that hold one of its key terms. Negatives: the
+    other lines of those turns, and every line of sessions that teach nothing (read as if a
+    lesson of a rotating shape were there), so that a line that states nothing general is
+    never picked as a lesson."""
     rows: list[list[str]] = []
     ys: list[int] = []
-    for lab in data:
+    for n, lab in enumerate(data):
+        if not lab.spec["lessons"]:
+            shape = C.SHAPES[n % len(C.SHAPES)]
+            for u in lab.units:
+                for pos, (kind, s) in enumerate(sentences_of(u)):
+                    rows.append(sentence_tokens(s, u, shape, pos, kind))
+                    ys.append(0)
+            continue
         for lesson in lab.spec["lessons"]:
             terms = [t.lower() for t in lesson.get("key_terms") or []]
             for k, u in enumerate(lab.units):
