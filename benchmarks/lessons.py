@@ -288,9 +288,8 @@ def learning_curve(specs: list[dict[str, Any]], sizes: list[int], test_authors: 
     train_pool = [s for s in pool if s["author"] not in held]
     random.Random(7).shuffle(train_pool)
     out = []
+    sizes = sorted({min(n, len(train_pool)) for n in sizes})   # the last point: every session there is
     for n in sizes:
-        if n > len(train_pool):
-            continue
         lessons.use_model(fitted(train_pool[:n]))
         try:
             out.append((n, run_specs(test)))
@@ -370,7 +369,7 @@ def auroc_unseen_tasks() -> None:
         return
     out = subprocess.run([sys.executable, str(path), "--bootstrap", "200"], capture_output=True, text=True,
                          env={**os.environ, "ULTRON_BENCH_CODE": str(CODE_ROOT)})
-    lines = [ln for ln in out.stdout.splitlines() if "AUROC" in ln or "leave-task-out" in ln.lower()][:8]
+    lines = [ln for ln in out.stdout.splitlines() if ln.strip().startswith(("AUROC", "combination", "shipped"))][:6]
     print("\nTrajectory score vs real reward (benchmarks/quality_auroc.py, excerpt):")
     print("\n".join("  " + ln for ln in lines))
 

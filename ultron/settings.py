@@ -216,8 +216,10 @@ class Settings:
     #: until then; a crashed worker's claims expire after it and are taken over.
     claim_lease_seconds: float = 900.0
     #: ULTRON_CRYSTALLIZATION_THRESHOLD / ULTRON_RECRYSTALLIZATION_DELTA: members needed to
-    #: crystallise a skill, and new members needed to crystallise it again.
-    crystallization_threshold: int = 5
+    #: crystallise a skill, and new members needed to crystallise it again. 4, not the 5 it was
+    #: while the rules stored most fixes twice (an error and the same steps as a pattern): the
+    #: lesson model keeps one memory per lesson, so four members are four lessons.
+    crystallization_threshold: int = 4
     recrystallization_delta: int = 3
     #: ULTRON_SFT_VALIDATION_FRACTION: share of exported segments in the validation split.
     sft_validation_fraction: float = 0.1

@@ -367,8 +367,10 @@ def test_a_low_scoring_segment_that_teaches_a_confirmed_lesson_is_extracted(clie
             {"id": "c1", "type": "function", "function": {"name": "run", "arguments": json.dumps(
                 {"cmd": "pip install psycopg2"})}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "Error: pg_config executable not found."},
-        {"role": "assistant", "content": "psycopg2 builds from source and needs the libpq headers: run "
-                                         "`sudo apt-get install libpq-dev`, then install it again."},
+        {"role": "assistant", "content": "pg_config comes with the PostgreSQL client headers, and psycopg2 builds "
+                                         "from source against them. Install them with `sudo apt-get install "
+                                         "libpq-dev`, then run pip install again; on images where you cannot, "
+                                         "psycopg2-binary ships prebuilt wheels."},
         {"role": "user", "content": "installed libpq-dev and pip works now, thanks"},
     ])
     failed = write_jsonl(tmp_path / "failed.jsonl", [
@@ -395,8 +397,9 @@ def test_a_low_scoring_segment_that_teaches_a_confirmed_lesson_is_extracted(clie
     done = client.extract_memories_from_segments()
     assert sorted(r.status for r in done) == ["extracted"]
     with client.db.engine.connect() as conn:
-        [(memory_type, resolution)] = conn.execute(sa.text("SELECT memory_type, resolution FROM memory_records")).all()
-    assert memory_type == "error" and "libpq-dev" in resolution
+        [(memory_type, content, resolution)] = conn.execute(sa.text(
+            "SELECT memory_type, content, resolution FROM memory_records")).all()
+    assert memory_type == "error" and "libpq-dev" in content + resolution
 
 
 HARNESS = ("You are an autonomous programmer working in a sandboxed repository. Always start by trying to "

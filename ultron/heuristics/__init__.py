@@ -16,7 +16,9 @@ Trajectories
     :mod:`.quality`      the deterministic quality score of a task segment
                          (``score_trajectory``, ``classify_task_type``); its
                          signals in :mod:`.quality_metrics`
-Memories
+Memories (the offline provider reads sessions with the learned lesson model,
+:mod:`ultron.learned.lessons`; these rules extract from shared text and stay as the
+reference the model was measured against)
     :mod:`.extract`      memory candidates of a segment or of shared text
                          (``extract_memories``, ``extract_from_text``), from
                          :mod:`.episodes` (the extractors' view of a segment), the

@@ -1,6 +1,7 @@
-"""The offline provider: every task done by the deterministic algorithms of
-``ultron.heuristics``, its answer passed through the same validators as a model's, so
-downstream code cannot tell the two apart. It has no judge: the deterministic quality
+"""The offline provider: every task done without a model server, by the deterministic
+algorithms of ``ultron.heuristics`` and, for memories from sessions, the learned lesson
+model of ``ultron.learned`` (weights shipped in the package), its answer passed through
+the same validators as a model's, so downstream code cannot tell the two apart. It has no judge: the deterministic quality
 signals stand alone."""
 
 from __future__ import annotations
