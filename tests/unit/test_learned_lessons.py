@@ -6,7 +6,6 @@ offline and are reproduced by the training script."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from tests.messages import call, result, say, user
 from ultron.heuristics import score_trajectory

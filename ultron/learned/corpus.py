@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ultron.vocabulary import LESSON_SHAPE_TYPES, LESSON_SHAPES
-from ultron.learned.units import RepeatIndex, Unit, featurize, opening_texts, strip_repeated, units_of
+from ultron.learned.units import RepeatIndex, Unit, featurize, strip_repeated, units_of
 
 SHAPES: tuple[str, ...] = LESSON_SHAPES
 TYPE_OF_SHAPE: dict[str, str] = LESSON_SHAPE_TYPES
@@ -131,4 +131,4 @@ def repeat_index(specs: Iterable[dict[str, Any]], min_sessions: int = 3) -> Repe
 
 
 __all__ = ["CLASSES", "CORPUS", "SHAPES", "TYPE_OF_SHAPE", "Labelled", "label_units", "load", "normalise",
-           "opening_texts", "repeat_index", "shape_of"]
+           "repeat_index", "shape_of"]

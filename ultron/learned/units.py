@@ -32,7 +32,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from ultron.heuristics.episodes import Digest
 from ultron.heuristics.text import sentences
@@ -197,12 +197,6 @@ def opening_keys(messages: list[Message]) -> set[int]:
     return RepeatIndex.keys([system, first])
 
 
-def opening_texts(d: Digest) -> list[str]:
-    """What a harness repeats: the system prompt and the first person's turn."""
-    first = next((d.text[i] for i, k in enumerate(d.kind) if k == "user"), "")
-    return [d.system, first]
-
-
 def featurize(d: Digest, units: list[Unit], task_type: str | None = None) -> list[Unit]:
     """Fill each unit's ``tokens`` (see the module docstring)."""
     n = len(units)
@@ -305,5 +299,3 @@ def sentences_of(unit: Unit) -> list[tuple[str, str]]:
     out += [("error", ln) for ln in unit.error_lines()]
     return out[:40]
 
-
-Tokenizer = Callable[[Unit], list[str]]
