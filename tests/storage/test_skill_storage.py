@@ -152,8 +152,9 @@ def test_five_memories_crystallise_into_a_grounded_skill(client, hub):
     assert len(skill_rows(client)) == 1
 
 
-def test_four_memories_are_not_enough(client, hub):
-    make_cluster(client, PANDAS[:4], "pandas missing in docker images")
+def test_fewer_memories_than_the_threshold_are_not_enough(client, hub):
+    below = client.settings.crystallization_threshold - 1
+    make_cluster(client, PANDAS[:below], "pandas missing in docker images")
     report = hub.run_skill_evolution()
     assert report.ready == 0 and report.published == []
     assert skill_rows(client) == [] and not client.settings.skills_dir.exists()
@@ -161,7 +162,8 @@ def test_four_memories_are_not_enough(client, hub):
 
 
 def test_archived_members_do_not_count(client, hub):
-    cluster_id, ids = make_cluster(client, PANDAS, "pandas missing in docker images")
+    cluster_id, ids = make_cluster(client, PANDAS[:client.settings.crystallization_threshold],
+                                   "pandas missing in docker images")
     with client.db.engine.begin() as conn:
         conn.execute(sa.text("UPDATE memory_records SET status = 'archived' WHERE id = :id"), {"id": ids[0]})
     assert hub.run_skill_evolution().ready == 0
