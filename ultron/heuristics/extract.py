@@ -82,9 +82,15 @@ def extract_memories(messages: list[Message], *, task_type: str | None = None) -
     _fixes_over_troubleshooting(memories)
     memories = _endorsed_procedures(memories)
     _discount_if_abandoned(d, memories)
+    generalise_segment(memories, d)
+    return dedupe(memories)
+
+
+def generalise_segment(memories: list[dict[str, Any]], d: Digest) -> None:
+    """Instance specifics out of a segment's memories, the people named by the user or a
+    tool of that segment included (every extractor of segments, rules or learned, ends here)."""
     if memories:
         _generalise(memories, people_in(d.text[i] for i, k in enumerate(d.kind) if k in ("user", "tool")))
-    return dedupe(memories)
 
 
 def _generalise(memories: list[dict[str, Any]], people: set[str] | frozenset[str] = frozenset()) -> None:

@@ -102,9 +102,8 @@ def label_units(spec: dict[str, Any], fmt: str | None = None, repeats: RepeatInd
     if not msgs:
         return None
     d, units = units_of(msgs)
-    turns = [t for t in spec["turns"] if t["role"] == "user" or t.get("text") or t.get("calls")]
     index = [i for i, t in enumerate(spec["turns"]) if t["role"] == "user" or t.get("text") or t.get("calls")]
-    if len(units) != len(turns) or any(u.role != t["role"] for u, t in zip(units, turns)):
+    if len(units) != len(index) or any(u.role != spec["turns"][i]["role"] for u, i in zip(units, index)):
         return None
     if task_type is None:
         from ultron.heuristics import classify_task_type

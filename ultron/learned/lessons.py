@@ -14,8 +14,8 @@ The decision is the trained model's (:mod:`ultron.learned.train`, weights in
 
 A third party's turn (a customer's wish in a support session) is never a memory of the
 team's. Text the harness repeats in every session is taken out before the model reads
-the segment (:class:`ultron.learned.units.RepeatIndex`), so it is never a lesson. The memory's type follows its shape
-(:data:`ultron.learned.corpus.TYPE_OF_SHAPE`).
+the segment (:class:`ultron.learned.units.RepeatIndex`), so it is never a lesson. The
+memory's type follows its shape (:data:`ultron.vocabulary.LESSON_SHAPE_TYPES`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ultron.heuristics.candidates import CONTEXT_CHARS, PROCEDURE_CHARS, RESOLUTION_CHARS, candidate, dedupe
-from ultron.heuristics.generalise import generalise, people_in
+from ultron.heuristics.extract import generalise_segment
 from ultron.heuristics.text import clip, norm_key
 from ultron.learned.linear import HashedLinear
 from ultron.vocabulary import LESSON_SHAPE_TYPES, LESSON_SHAPES
@@ -124,20 +124,17 @@ def detect(messages: list[Any], task_type: str | None = None, threshold: float |
     featurize(d, units, task_type)
     p = m.unit_proba(units)
     share = m.lesson_share(p)
-    # in a customer-service segment the person typing is the customer: a third party, never
-    # the source of the team's knowledge (their words stay in the provenance)
-    service = task_type == "customer_service"
-    hits = [k for k in range(len(units)) if share[k] >= threshold and not (service and units[k].role == "user")]
+    hits = [k for k in range(len(units)) if share[k] >= threshold and not _customer(units[k], task_type)]
     if hits and m.segment_proba(units) < segment_threshold:
         hits = []
     shape_cols = {s: m.units.classes.index(s) for s in SHAPES if s in m.units.classes}
     top = {k: max(shape_cols, key=lambda s: p[k, shape_cols[s]]) for k in hits}
     groups: list[list[int]] = []
     for k in hits:
-        # neighbours join a lesson unless they plainly carry another one (a fix, then a wish)
-        if groups and k - groups[-1][-1] <= GROUP_GAP and top[k] == top[groups[-1][-1]]:
-            groups[-1].append(k)
-        elif groups and k - groups[-1][-1] <= GROUP_GAP and units[k].role == units[groups[-1][-1]].role:
+        # neighbours join a lesson unless they plainly carry another one (a fix, then a wish):
+        # another shape in another speaker's turn
+        last = groups[-1][-1] if groups else None
+        if last is not None and k - last <= GROUP_GAP and (top[k] == top[last] or units[k].role == units[last].role):
             groups[-1].append(k)
         else:
             groups.append([k])
@@ -157,6 +154,12 @@ def detect(messages: list[Any], task_type: str | None = None, threshold: float |
 
 #: shapes only the principal's own words can carry
 PRINCIPAL_SHAPES = ("preference", "correction")
+
+
+def _customer(unit: Unit, task_type: str | None) -> bool:
+    """In a customer-service segment the person typing is the customer: a third party, never
+    the source of the team's knowledge (their words stay in the provenance)."""
+    return task_type == "customer_service" and unit.role == "user"
 
 
 def _not_the_principals(units: list[Unit], group: list[int], task_type: str | None) -> tuple[str, ...]:
@@ -224,8 +227,8 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
     group = sorted(set(f.units))
     # the turns just before and after are read too: a fix is often stated in the turn after
     # the failed call the model flagged, a rule in the reply to the turn that broke it
-    span = sorted({k for g in group for k in (g - 1, g, g + 1) if 0 <= k < len(units)
-                   and not (task_type == "customer_service" and units[k].role == "user")})
+    span = sorted({k for g in group for k in (g - 1, g, g + 1)
+                   if 0 <= k < len(units) and not _customer(units[k], task_type)})
     picked = _pick(units, span, f.shape)
     prose = [x for x in picked if x[2] == "text" and _statement(x[3])]
     if not prose or prose[0][0] < CONTENT_MIN:
@@ -262,10 +265,5 @@ def extract(messages: list[Any], task_type: str | None = None) -> list[dict[str,
     harness's repeated sentences out first (:func:`ultron.learned.units.strip_repeated`)."""
     d, units, _, found = detect(messages, task_type)
     out = [m for m in (build(d, units, f, task_type) for f in found) if m]
-    if out:
-        people = people_in(d.text[i] for i, k in enumerate(d.kind) if k in ("user", "tool"))
-        for m in out:
-            for key in ("content", "context", "resolution"):
-                if m[key]:
-                    m[key] = generalise(m[key], people)
+    generalise_segment(out, d)
     return dedupe(out)

@@ -5,7 +5,7 @@ calls and what they returned). The model decides per unit whether it carries a l
 and of which shape, so a unit must say what a reader would look at: the words, the
 calls and whether they failed, where the turn sits, and what came just before and after
 (a failed call before a fix, a "that worked" after it). Every feature is a string
-token; :mod:`ultron.learned.hashing` maps tokens to columns, so training and serving
+token; :mod:`ultron.learned.linear` hashes tokens into columns, so training and serving
 share one definition and a new feature needs no schema.
 
 The tokens (the model card in README lists them too):
