@@ -198,10 +198,15 @@ def test_forgetting_a_session_file_rebuilds_the_skill_and_rewrites_the_export(cl
 
     assert rows_containing(svc.db, secret) == {}
     assert files_containing(svc.settings.home, secret) == []
-    # The skill was made again from the eight sessions left, numbered after the withdrawn versions.
+    # The skill was made again from the memories of the eight sessions left (one memory per lesson:
+    # two near-identical fixes may have merged), numbered after the withdrawn versions.
+    with svc.db.engine.connect() as conn:
+        left = set(conn.execute(sa.text("SELECT id FROM memory_records WHERE agent_id = :a AND status = 'active'"),
+                                {"a": AGENT}).scalars())
     [skill] = skill_rows(svc.db)
     assert (skill["slug"], skill["version"], skill["status"]) == (slug, "1.2.0", "current")
-    assert len(skill["memory_ids"]) == 8 and not skill["no_vector"] and theme in skill["skill_md"]
+    assert set(skill["memory_ids"]) == left and len(left) >= 6
+    assert not skill["no_vector"] and theme in skill["skill_md"]
     assert (Path(skill["path"]) / "SKILL.md").read_text() == skill["skill_md"]
     assert sorted(p.name for p in svc.settings.skills_dir.iterdir()) == [f"{slug}-1.2.0"]
     assert svc.search_skills(f"{theme} service will not start")[0]["version"] == "1.2.0"
@@ -218,7 +223,7 @@ def test_forgetting_a_session_file_rebuilds_the_skill_and_rewrites_the_export(cl
     with svc.db.engine.connect() as conn:
         cluster = conn.execute(sa.text("SELECT topic, size, attempt_member_ids FROM knowledge_clusters "
                                        "WHERE status = 'active'")).one()
-    assert cluster.size == 8 and secret not in cluster.topic and len(cluster.attempt_member_ids) == 8
+    assert cluster.size == len(left) and secret not in cluster.topic and set(cluster.attempt_member_ids) == left
 
     # Nothing of it left: a second forget finds nothing.
     again = svc.forget(session_file=doomed)
