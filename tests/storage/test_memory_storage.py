@@ -70,6 +70,17 @@ def test_concurrent_uploads_of_the_same_memory_make_one_row(memory, client):
     assert scalar(client, "SELECT hit_count FROM memory_records") == 3
 
 
+def test_fixes_that_name_different_flags_stay_apart_however_alike_their_words(memory, client):
+    """Templated lessons embed as near-identical (cosine 0.87 here, above the dedup threshold);
+    merging them would lose a fix and splice two sessions into one text."""
+    a = memory.upload_memory("Start the celery worker with --concurrency 2 when it dies with BrokenPipe on start.")
+    b = memory.upload_memory("Start the celery worker with --pool solo when it dies with BrokenPipe on start.")
+    c = memory.upload_memory("Start the celery worker with --concurrency 2 when it dies with BrokenPipe on start!")
+    assert (a.action, b.action, c.action) == ("inserted", "inserted", "merged") and c.record.id == a.record.id
+    assert scalar(client, "SELECT count(*) FROM memory_records") == 2
+    assert "--pool" not in c.record.content and "--concurrency" not in b.record.content
+
+
 def test_different_types_never_merge(memory, client):
     memory.upload_memory("I prefer tabs over spaces in Python code", "", "")
     memory.upload_memory(*PANDAS)

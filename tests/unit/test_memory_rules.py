@@ -535,6 +535,9 @@ def test_different_errors_are_not_the_same_memory():
     c = {"content": "TypeError in handlers.py", "resolution": "cast to str"}
     d = {"content": "ValueError in handlers.py", "resolution": "cast to str"}
     assert not is_same_memory(c, d)                       # different exception classes
+    e = {"content": "Fixed: the worker fails on start; it works when started with --concurrency 2."}
+    f = {"content": "Fixed: the worker fails on start; it works when started with --pool solo."}
+    assert not is_same_memory(e, f)                       # different flags
     assert not is_same_memory({"content": ""}, {"content": ""})
 
 

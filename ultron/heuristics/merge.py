@@ -22,6 +22,7 @@ _ID_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("quoted", re.compile(r"'([^'\s]{2,60})'|\"([^\"\s]{2,60})\"|`([^`\s]{2,60})`")),
     ("code", re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,8}\b|\bE\d{3,5}\b|\bHTTP \d{3}\b")),
     ("number", re.compile(r"(?<![\w.])\d{2,}(?:\.\d+)*(?![\w.])")),
+    ("flag", re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")),
 )
 # What a sentence names that another may lack: dotted names (files, hosts, versions), flags,
 # quoted names, codes and numbers. A sentence naming something new is never a duplicate.
@@ -50,6 +51,17 @@ def _field_sim(a: str, b: str) -> float:
     return max(jaccard(wa, wb), 0.8 * containment(wa, wb))
 
 
+def names_different_things(a: str, b: str) -> bool:
+    """Whether two texts name different things of one kind (exception, file, quoted name,
+    code, number, flag) and share none of that kind.
+
+    Templated lessons ("billing needs --port 8091", "search needs --heap 2g") embed as
+    near-identical however different the fix; merging them would lose one fix and splice
+    two sessions into one text. So even a very close pair is two memories when this holds."""
+    ida, idb = _identifiers(a), _identifiers(b)
+    return any(kind in idb and not (vals & idb[kind]) for kind, vals in ida.items())
+
+
 def is_same_memory(a: dict, b: dict) -> bool:
     """Rules confirmation of a near-duplicate in the soft cosine zone.
 
@@ -57,7 +69,7 @@ def is_same_memory(a: dict, b: dict) -> bool:
     (fixed / resolved / solved -> fix, failed / failing -> fail, ...). Same when:
 
     * no key identifier conflicts: for exception class names, file names, quoted
-      names, codes (HAT030, E0432) and numbers, when both contents name some of one
+      names, codes (HAT030, E0432), numbers and flags, when both contents name some of one
       kind they must share at least one (``KeyError: 'user_id'`` is not
       ``KeyError: 'order_id'``);
     * the contents agree: ``max(Jaccard, 0.8 * containment)`` of their word sets >=
@@ -75,10 +87,8 @@ def is_same_memory(a: dict, b: dict) -> bool:
         return False
     if squash(ca).lower() == squash(cb).lower() and squash(ra).lower() == squash(rb).lower():
         return True
-    ida, idb = _identifiers(ca), _identifiers(cb)
-    for kind in ("exception", "file", "quoted", "code", "number"):
-        if kind in ida and kind in idb and not (ida[kind] & idb[kind]):
-            return False
+    if names_different_things(ca, cb):
+        return False
     c_sim = _field_sim(ca, cb)
     overall = _field_sim(" ".join((ca, xa, ra)), " ".join((cb, xb, rb)))
     if c_sim < SAME_CONTENT_SIM and not (overall >= SAME_OVERALL_SIM and c_sim >= SAME_CONTENT_SIM / 2):

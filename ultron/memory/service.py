@@ -24,6 +24,7 @@ from ultron.db import memories as store
 from ultron.db import search_arms as arms
 from ultron.db.memories import MemoryRecord
 from ultron.embeddings.query_cache import QUERIES
+from ultron.heuristics.merge import names_different_things
 from ultron.llm.errors import LLMError
 from ultron.llm.tokens import truncate_to_tokens
 from ultron.memory.ranking import arm_settings, rank_candidates
@@ -112,6 +113,8 @@ class MemoryService:
         near = [(c, sim) for c, sim in store.nearest_of_type(conn, memory_type, embedding, k=3)
                 if sim >= self.settings.dedup_soft_threshold]
         for (candidate, sim), content_sim in zip(near, self._content_similarities(body, near)):
+            if names_different_things(candidate.content, body["content"]):
+                continue    # however close: another flag, file, number or error is another fact
             if content_sim >= self.settings.dedup_similarity_threshold or (
                     content_sim >= self.settings.dedup_soft_threshold and self._same(candidate, body)):
                 return self._merge(conn, candidate, sim, body, tags, prov, tools_used)
@@ -343,7 +346,8 @@ class MemoryService:
                             if o.id != rec.id and sim >= self.settings.dedup_similarity_threshold]
                     sims = self._content_similarities(rec.body(), near)
                     for (other, sim), content_sim in zip(near, sims):
-                        if content_sim < self.settings.dedup_similarity_threshold:
+                        if (content_sim < self.settings.dedup_similarity_threshold
+                                or names_different_things(rec.content, other.content)):
                             continue
                         keep, drop = sorted((rec, other), key=lambda r: (r.created_at, r.id))
                         self._absorb(conn, keep, drop, sim)
