@@ -148,7 +148,7 @@ def evaluate(pipe: Pipeline, specs: list[dict[str, Any]]) -> list[dict[str, Any]
             best = max(hits, key=lambda h: (h[0], mems[h[1]]["confidence"]))[1] if hits else None
             used.update(i for _, i in hits)
             rows.append({"id": spec["id"], "author": spec["author"], "shape": les["shape"], "gold": les["type"],
-                         "n": len(mems), "kept": best is not None,
+                         "n": len(mems), "kept": best is not None, "best_share": max(shares, default=0.0),
                          "type_ok": best is not None and mems[best]["type"] == les["type"],
                          "third_party": tp, "memories": mems, "spec": spec, "lesson": les})
         rows[-1]["extra"] = len(mems) - len(used)
@@ -178,6 +178,12 @@ def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
             seen.add(r["id"])
             tp += r["third_party"]
     out["third_party_memories"] = tp
+    # why lessons were missed: the session left no memory at all (detection), or memories that
+    # carry some but too few of the lesson's key terms (wording), or none of them (another lesson)
+    missed = [r for r in lesson if not r["kept"]]
+    out["missed_no_memory"] = sum(1 for r in missed if not r["n"])
+    out["missed_some_terms"] = sum(1 for r in missed if r["n"] and r.get("best_share", 0) > 0)
+    out["missed_other_memory"] = sum(1 for r in missed if r["n"] and not r.get("best_share", 0))
     extra = [r.get("extra", 0) for r in lesson if "extra" in r]
     out["extra_per_session"] = sum(extra) / len(extra) if extra else None
     return out
@@ -192,9 +198,10 @@ def print_table(title: str, cols: dict[str, dict[str, Any]]) -> None:
     names = list(cols)
     print(f"\n{title}")
     print(f"  {'measure':<34}" + "".join(f"{n:>16}" for n in names))
-    keys = ["recall"] + list(SHAPES) + ["type_accuracy", "negative_memories", "negative_sessions_with_memories",
-                                         "failed_memories", "third_party_memories", "extra_per_session",
-                                         "lessons", "negatives", "score_ms_p50", "extract_ms_p50"]
+    keys = ["recall"] + list(SHAPES) + ["missed_no_memory", "missed_some_terms", "missed_other_memory",
+                                        "type_accuracy", "negative_memories", "negative_sessions_with_memories",
+                                        "failed_memories", "third_party_memories", "extra_per_session",
+                                        "lessons", "negatives", "score_ms_p50", "extract_ms_p50"]
     for k in keys:
         if not any(k in c for c in cols.values()):
             continue
