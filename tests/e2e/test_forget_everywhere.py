@@ -28,7 +28,7 @@ from ultron.sft import latest_export, validate_export
 AGENT = "agent-forgotten"
 OTHER = "agent-kept"
 #: (service, what it is, port, the flag that fixed it): one session each, same kind of failure
-SERVICES = [("billing", "payments ledger", 8081, "--port 8091"), ("search", "catalog indexer", 9200, "--heap 2g"),
+SERVICES = [("billing", "payments ledger", 8081, "--port 8091"), ("indexer", "catalog indexer", 9200, "--heap 2g"),
             ("gateway", "edge proxy", 443, "--cert /etc/ssl/edge.pem"),
             ("worker", "celery queue", 5672, "--concurrency 2"),
             ("reports", "nightly pdf renderer", 3000, "--no-sandbox"),

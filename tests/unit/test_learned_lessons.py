@@ -119,3 +119,28 @@ def test_training_reproduces_the_same_weights_from_the_same_sessions(tmp_path):
     b = train.fit_units(train.build(specs))
     assert a.classes == b.classes
     assert np.array_equal(a.weight, b.weight)
+
+
+def test_a_word_no_author_ever_wrote_does_not_change_what_is_kept():
+    """Unknown tokens (a project's name, a random id) are outside the model's vocabulary, so they
+    cannot borrow a trained token's weight through a shared hash bucket and flip a decision."""
+    def session(word: str) -> list:
+        return [user(f"The indexer service (catalog indexer) will not start: it dies with {word}. "
+                     "Please fix the indexer startup."),
+                call("Bash", {"command": "./start_indexer.sh"}, "c1"),
+                result("c1", f"Error: {word} raised by indexer on port 9200"),
+                say(f"The indexer start script fails with {word} on port 9200; the service needs --heap 2g "
+                    "to start, so I will pass it."),
+                call("Bash", {"command": "./start_indexer.sh --heap 2g"}, "c2"), result("c2", "ok: started"),
+                say(f"Fixed: the {word} error of indexer goes away when it starts with --heap 2g."),
+                user("Thanks, that worked!")]
+
+    rng = np.random.default_rng(7)
+    words = ["".join(chr(97 + int(c)) for c in rng.integers(0, 26, 14)) for _ in range(12)]
+    runs = [lessons.detect(session(w), "code") for w in words]
+    assert runs[0][3] and runs[0][3][0].shape == "error_fix"
+    for _, _, p, found in runs[1:]:
+        assert np.allclose(p, runs[0][2]) and found == runs[0][3]
+    m = lessons.model()
+    assert m.units.vocab is not None and len(m.units.vocab) > 1000
+    assert m.units.logits([["zzqxj-never-written"]]).tolist() == m.units.logits([[]]).tolist()

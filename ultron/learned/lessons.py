@@ -38,6 +38,7 @@ from ultron.learned.units import Unit, featurize, segment_tokens, sentence_token
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "lessons.npz"
 SHAPES = LESSON_SHAPES
+THIRD_PARTY = "third_party"
 TYPE_OF_SHAPE = LESSON_SHAPE_TYPES
 #: a turn carries a lesson at this probability (chosen by leave-authors-out validation)
 UNIT_THRESHOLD = 0.5
@@ -66,10 +67,13 @@ class LessonModel:
             full[rows] = w
             return full
 
+        def vocab(prefix: str) -> np.ndarray | None:
+            return z[f"{prefix}_vocab"] if f"{prefix}_vocab" in z.files else None
+
         meta = json.loads(bytes(z["meta"]).decode())
-        return cls(HashedLinear(dense("unit"), z["unit_b"], tuple(meta["classes"])),
-                   HashedLinear(dense("sent"), z["sent_b"], ("states",)),
-                   HashedLinear(dense("seg"), z["seg_b"], ("teaches",)), meta)
+        return cls(HashedLinear(dense("unit"), z["unit_b"], tuple(meta["classes"]), vocab("unit")),
+                   HashedLinear(dense("sent"), z["sent_b"], ("states",), vocab("sent")),
+                   HashedLinear(dense("seg"), z["seg_b"], ("teaches",), vocab("seg")), meta)
 
     def segment_proba(self, units: list[Unit]) -> float:
         return float(self.segments.proba([segment_tokens(units)])[0, 0]) if units else 0.0
@@ -110,6 +114,7 @@ class Found:
     shape: str
     score: float
     units: list[int]          # positions in the unit list
+    served: bool = False      # the person typing is a customer the agent serves (a third party)
 
 
 def detect(messages: list[Any], task_type: str | None = None, threshold: float | None = None,
@@ -124,7 +129,8 @@ def detect(messages: list[Any], task_type: str | None = None, threshold: float |
     featurize(d, units, task_type)
     p = m.unit_proba(units)
     share = m.lesson_share(p)
-    hits = [k for k in range(len(units)) if share[k] >= threshold and not _customer(units[k], task_type)]
+    served = serves_customers(m, units, p, task_type)
+    hits = [k for k in range(len(units)) if share[k] >= threshold and not _customer(units[k], served)]
     if hits and m.segment_proba(units) < segment_threshold:
         hits = []
     shape_cols = {s: m.units.classes.index(s) for s in SHAPES if s in m.units.classes}
@@ -141,14 +147,14 @@ def detect(messages: list[Any], task_type: str | None = None, threshold: float |
     found = []
     for g in groups:
         mass = {s: float(p[g, c].sum()) for s, c in shape_cols.items()}
-        for s in _not_the_principals(units, g, task_type):
+        for s in _not_the_principals(units, g, served):
             mass.pop(s, None)
         if not mass:
             continue
         shape = max(mass, key=mass.get)
         if mass[shape] < threshold * 0.5:       # what was left was the principal's word, not ours
             continue
-        found.append(Found(shape, float(share[g].max()), g))
+        found.append(Found(shape, float(share[g].max()), g, served))
     return d, units, p, found
 
 
@@ -156,17 +162,32 @@ def detect(messages: list[Any], task_type: str | None = None, threshold: float |
 PRINCIPAL_SHAPES = ("preference", "correction")
 
 
-def _customer(unit: Unit, task_type: str | None) -> bool:
-    """In a customer-service segment the person typing is the customer: a third party, never
-    the source of the team's knowledge (their words stay in the provenance)."""
-    return task_type == "customer_service" and unit.role == "user"
+#: P(third party) one of the person's turns needs for a customer-service segment's person to
+#: be read as a customer (leave-authors-out: the keyword task type alone also silenced
+#: analysts and engineers whose work mentions orders or bookings)
+CUSTOMER_MIN = 0.2
 
 
-def _not_the_principals(units: list[Unit], group: list[int], task_type: str | None) -> tuple[str, ...]:
+def serves_customers(m: LessonModel, units: list[Unit], p: np.ndarray, task_type: str | None) -> bool:
+    """Whether the person typing is a customer the agent serves: the segment reads as customer
+    service, and the unit model hears a third party in at least one of the person's turns."""
+    if task_type != "customer_service" or THIRD_PARTY not in m.units.classes:
+        return False
+    col = m.units.classes.index(THIRD_PARTY)
+    return any(u.role == "user" and p[k, col] >= CUSTOMER_MIN for k, u in enumerate(units))
+
+
+def _customer(unit: Unit, served: bool) -> bool:
+    """When the agent serves customers the person typing is one: a third party, never the
+    source of the team's knowledge (their words stay in the provenance)."""
+    return served and unit.role == "user"
+
+
+def _not_the_principals(units: list[Unit], group: list[int], served: bool) -> tuple[str, ...]:
     """Whose knowledge: a standing wish or a correction is the principal's, so it needs a
-    person's turn in the group; and in a customer-service segment the person typing is the
-    customer, a third party, whose wishes and corrections are never the team's."""
-    if task_type == "customer_service" or not any(units[k].role == "user" for k in group):
+    person's turn in the group; and when the person typing is a customer, a third party,
+    their wishes and corrections are never the team's."""
+    if served or not any(units[k].role == "user" for k in group):
         return PRINCIPAL_SHAPES
     return ()
 
@@ -218,6 +239,8 @@ CONTENT_MIN = 0.3
 RESOLUTION_LINES = 4
 RESOLUTION_MIN = 0.25
 MAX_STEPS = 8
+#: turns read on each side of a found lesson's turns
+SPAN = 1
 
 
 def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, Any] | None:
@@ -227,8 +250,8 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
     group = sorted(set(f.units))
     # the turns just before and after are read too: a fix is often stated in the turn after
     # the failed call the model flagged, a rule in the reply to the turn that broke it
-    span = sorted({k for g in group for k in (g - 1, g, g + 1)
-                   if 0 <= k < len(units) and not _customer(units[k], task_type)})
+    span = sorted({k for g in group for k in range(g - SPAN, g + SPAN + 1)
+                   if 0 <= k < len(units) and not _customer(units[k], f.served)})
     picked = _pick(units, span, f.shape)
     prose = [x for x in picked if x[2] == "text" and _statement(x[3])]
     if not prose or prose[0][0] < CONTENT_MIN:

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ultron.learned import corpus as C
-from ultron.learned.linear import HashedLinear, sparse_rows
+from ultron.learned.linear import HashedLinear, sparse_rows, vocabulary
 from ultron.learned.units import segment_tokens, sentence_tokens, sentences_of
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "lessons.npz"
@@ -79,17 +79,18 @@ def fit_units(data: Sequence[C.Labelled], c: float = 4.0) -> HashedLinear:
 
     rows = [u.tokens for lab in data for u in lab.units]
     ys = [y for lab in data for y in lab.labels]
-    x = sparse_rows(rows, UNIT_DIM)
+    vocab = vocabulary(rows)
+    x = sparse_rows(rows, UNIT_DIM, vocab)
     clf = LogisticRegression(C=c, max_iter=400, random_state=SEED)
     clf.fit(x, ys, sample_weight=_weights(ys))
-    return _ordered(clf, clf.coef_.T)
+    return _ordered(clf, clf.coef_.T, vocab)
 
 
-def _ordered(clf, coef_t: np.ndarray) -> HashedLinear:
+def _ordered(clf, coef_t: np.ndarray, vocab: np.ndarray) -> HashedLinear:
     classes = tuple(str(k) for k in clf.classes_)
     order = [classes.index(k) for k in C.CLASSES if k in classes]
     return HashedLinear(coef_t[:, order].astype(np.float16), clf.intercept_[order].astype(np.float32),
-                        tuple(classes[i] for i in order))
+                        tuple(classes[i] for i in order), vocab)
 
 
 def fit_segments(data: Sequence[C.Labelled], c: float = 4.0) -> HashedLinear:
@@ -97,9 +98,11 @@ def fit_segments(data: Sequence[C.Labelled], c: float = 4.0) -> HashedLinear:
     from sklearn.linear_model import LogisticRegression
 
     ys = [int(bool(lab.spec["lessons"])) for lab in data]
+    rows = [segment_tokens(lab.units) for lab in data]
+    vocab = vocabulary(rows)
     clf = LogisticRegression(C=c, max_iter=500, random_state=SEED)
-    clf.fit(sparse_rows([segment_tokens(lab.units) for lab in data], SEG_DIM), ys)
-    return HashedLinear(clf.coef_.T.astype(np.float16), clf.intercept_.astype(np.float32), ("teaches",))
+    clf.fit(sparse_rows(rows, SEG_DIM, vocab), ys)
+    return HashedLinear(clf.coef_.T.astype(np.float16), clf.intercept_.astype(np.float32), ("teaches",), vocab)
 
 
 def sentence_rows(data: Sequence[C.Labelled]) -> tuple[list[list[str]], list[int]]:
@@ -133,9 +136,10 @@ def fit_sentences(data: Sequence[C.Labelled], c: float = 2.0) -> HashedLinear:
     from sklearn.linear_model import LogisticRegression
 
     rows, ys = sentence_rows(data)
+    vocab = vocabulary(rows)
     clf = LogisticRegression(C=c, max_iter=400, random_state=SEED)
-    clf.fit(sparse_rows(rows, SENT_DIM), ys)
-    return HashedLinear(clf.coef_.T.astype(np.float16), clf.intercept_.astype(np.float32), ("states",))
+    clf.fit(sparse_rows(rows, SENT_DIM, vocab), ys)
+    return HashedLinear(clf.coef_.T.astype(np.float16), clf.intercept_.astype(np.float32), ("states",), vocab)
 
 
 def save(units: HashedLinear, sents: HashedLinear, segs: HashedLinear, meta: dict[str, Any],
@@ -150,7 +154,12 @@ def save(units: HashedLinear, sents: HashedLinear, segs: HashedLinear, meta: dic
         unit_dim=np.int64(units.dim), sent_rows=sused.astype(np.int32), sent_w=sents.weight[sused],
         sent_b=sents.bias, sent_dim=np.int64(sents.dim), seg_rows=gused.astype(np.int32), seg_w=segs.weight[gused],
         seg_b=segs.bias, seg_dim=np.int64(segs.dim),
+        unit_vocab=_vocab(units), sent_vocab=_vocab(sents), seg_vocab=_vocab(segs),
         meta=np.frombuffer(json.dumps({**meta, "classes": list(units.classes)}).encode(), dtype=np.uint8))
+
+
+def _vocab(m: HashedLinear) -> np.ndarray:
+    return m.vocab if m.vocab is not None else np.zeros(0, np.uint32)
 
 
 def authors(specs: Sequence[dict[str, Any]]) -> list[str]:
