@@ -182,8 +182,8 @@ def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     # carry some but too few of the lesson's key terms (wording), or none of them (another lesson)
     missed = [r for r in lesson if not r["kept"]]
     out["missed_no_memory"] = sum(1 for r in missed if not r["n"])
-    out["missed_some_terms"] = sum(1 for r in missed if r["n"] and r.get("best_share", 0) > 0)
-    out["missed_other_memory"] = sum(1 for r in missed if r["n"] and not r.get("best_share", 0))
+    out["missed_some_terms"] = sum(1 for r in missed if r["n"] and r["best_share"] > 0)
+    out["missed_other_memory"] = sum(1 for r in missed if r["n"] and not r["best_share"])
     extra = [r.get("extra", 0) for r in lesson if "extra" in r]
     out["extra_per_session"] = sum(extra) / len(extra) if extra else None
     return out

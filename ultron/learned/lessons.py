@@ -32,13 +32,13 @@ import numpy as np
 from ultron.heuristics.candidates import CONTEXT_CHARS, PROCEDURE_CHARS, RESOLUTION_CHARS, candidate, dedupe
 from ultron.heuristics.extract import generalise_segment
 from ultron.heuristics.text import clip, norm_key
+from ultron.learned.corpus import THIRD_PARTY
 from ultron.learned.linear import HashedLinear
 from ultron.vocabulary import LESSON_SHAPE_TYPES, LESSON_SHAPES
 from ultron.learned.units import Unit, featurize, segment_tokens, sentence_tokens, sentences_of, units_of
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "lessons.npz"
 SHAPES = LESSON_SHAPES
-THIRD_PARTY = "third_party"
 TYPE_OF_SHAPE = LESSON_SHAPE_TYPES
 #: a turn carries a lesson at this probability (chosen by leave-authors-out validation)
 UNIT_THRESHOLD = 0.5

@@ -34,6 +34,8 @@ def known(hs: np.ndarray, vocab: np.ndarray | None) -> np.ndarray:
     """The hashes in the sorted ``vocab`` (all of them when there is none)."""
     if vocab is None or not len(hs):
         return hs
+    if not len(vocab):
+        return hs[:0]
     at = np.minimum(np.searchsorted(vocab, hs), len(vocab) - 1)
     return hs[vocab[at] == hs]
 

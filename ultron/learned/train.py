@@ -154,12 +154,8 @@ def save(units: HashedLinear, sents: HashedLinear, segs: HashedLinear, meta: dic
         unit_dim=np.int64(units.dim), sent_rows=sused.astype(np.int32), sent_w=sents.weight[sused],
         sent_b=sents.bias, sent_dim=np.int64(sents.dim), seg_rows=gused.astype(np.int32), seg_w=segs.weight[gused],
         seg_b=segs.bias, seg_dim=np.int64(segs.dim),
-        unit_vocab=_vocab(units), sent_vocab=_vocab(sents), seg_vocab=_vocab(segs),
+        unit_vocab=units.vocab, sent_vocab=sents.vocab, seg_vocab=segs.vocab,
         meta=np.frombuffer(json.dumps({**meta, "classes": list(units.classes)}).encode(), dtype=np.uint8))
-
-
-def _vocab(m: HashedLinear) -> np.ndarray:
-    return m.vocab if m.vocab is not None else np.zeros(0, np.uint32)
 
 
 def authors(specs: Sequence[dict[str, Any]]) -> list[str]:
