@@ -98,7 +98,10 @@ class Pipeline:
                 continue
             t0 = time.perf_counter()
             cands = self.provider.extract_memories(msgs, summary["task_type"])
-            keep = self.selection.select(cands, summary, self.settings)
+            try:
+                keep = self.selection.select(cands, summary, self.settings, msgs)
+            except TypeError:    # an older checkout: no worth check
+                keep = self.selection.select(cands, summary, self.settings)
             for c in keep:
                 typ = c.get("type_hint") or self.provider.classify_memory(c["content"], c["context"],
                                                                           c["resolution"], c["tags"])

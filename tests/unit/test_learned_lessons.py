@@ -23,7 +23,8 @@ def kept(messages) -> list[dict]:
     summary.update(lessons.teaches(messages, summary["task_type"]))
     if not selection.is_extractable(summary, settings):
         return []
-    return selection.select(RulesProvider().extract_memories(messages, summary["task_type"]), summary, settings)
+    return selection.select(RulesProvider().extract_memories(messages, summary["task_type"]), summary, settings,
+                            messages)
 
 
 def test_shipped_weights_are_small_and_name_every_class():
@@ -45,6 +46,7 @@ def test_a_correction_is_kept_as_the_principals_rule_even_from_a_low_scoring_seg
             say("Done, lodash is added with pnpm."), user("thanks")]
     [mem] = [m for m in kept(msgs) if m["type_hint"] == "correction"]
     assert "pnpm" in mem["content"] and mem["shape"] == "correction"
+    assert "npm install lodash" not in mem["resolution"]     # the rejected attempt is not the way
     # the trajectory score does not gate a lesson: the same candidate from a segment scored 0.2
     low = {"overall_score": 0.2, "teaches_lesson": True}
     assert selection.select([mem], low, Settings.from_env({})) == [mem]
@@ -144,3 +146,50 @@ def test_a_word_no_author_ever_wrote_does_not_change_what_is_kept():
     m = lessons.model()
     assert m.units.vocab is not None and len(m.units.vocab) > 1000
     assert m.units.logits([["zzqxj-never-written"]]).tolist() == m.units.logits([[]]).tolist()
+
+
+def _candidate(content: str, context: str, resolution: str, shape: str, task_type: str) -> dict:
+    from ultron.heuristics.candidates import candidate
+
+    c = candidate("pattern", "procedural", content, context, resolution, [], 0.85, task_type)
+    c["shape"] = shape
+    return c
+
+
+def test_a_retelling_of_one_session_or_its_request_is_not_served_but_a_fix_with_substance_is():
+    """The worth check reads a candidate as the rubric's reviewer does."""
+    from tests.messages import Message
+    from ultron.learned import worth
+
+    airline = [Message(role="system", content="You are an airline agent. Basic economy flights cannot be modified."),
+               user("Hi, I want to move my flight HAT170 to May 20 please, reservation ZFA04Y."),
+               say("I'm sorry, your reservation is basic economy, so it cannot be changed. Your fare was $174 "
+                   "and the new one is $136."), user("ok")]
+    fare = _candidate("Your fare was $174 and the new one is $136 on <date>.", "", "", "general_lesson",
+                      "customer_service")
+    request = _candidate("Hi, I want to move my flight HAT170 to May 20 please, reservation ZFA04Y.", "", "",
+                         "general_lesson", "customer_service")
+    assert worth.keep([fare, request], airline) == []
+    docker = [user("the api container crashes on start, fix it"),
+              call("run_command", {"command": "docker run --rm api"}, "c1"),
+              result("c1", "Traceback (most recent call last):\nModuleNotFoundError: No module named 'flask'"),
+              say("requirements.txt lists gunicorn only; flask was installed by hand."),
+              call("write_file", {"path": "requirements.txt", "content": "gunicorn==22.0.0\nflask==3.0.3\n"}, "c2"),
+              result("c2", "written"), say("Added flask to requirements.txt and rebuilt the image."), user("works")]
+    fix = _candidate("A module the app imports but requirements.txt lacks crashes the container on start: add "
+                     "it (flask==3.0.3) to requirements.txt and rebuild.",
+                     "Error: ModuleNotFoundError: No module named 'flask'",
+                     "Added flask==3.0.3 to requirements.txt and rebuilt the image.\n"
+                     "1. write_file path=requirements.txt content=gunicorn==22.0.0 flask==3.0.3\n"
+                     "2. docker build -t api . && docker run --rm api", "error_fix", "code")
+    echo = _candidate("the api container crashes on start, fix it", "", "", "error_fix", "code")
+    assert worth.keep([fix, echo], docker) == [fix]
+    assert fix["worth"] > worth.model().threshold > echo["worth"]
+
+
+def test_the_worth_weights_name_the_features_they_were_trained_on():
+    from ultron.learned import worth
+
+    m = worth.model()
+    assert m is not None and len(m.coef) == len(worth.FEATURES)
+    assert m.meta["trained_on"] >= 400 and 0 < m.threshold < 1

@@ -189,6 +189,8 @@ SYNTAXES = [
     ("x_service_auth", f"x-acme-auth: {SECRET}"),
     ("sql", f"CREATE USER app IDENTIFIED BY '{SECRET}';"),
     ("netrc", f"machine api.example.com login ci password {SECRET}"),
+    ("pgpass", f"printf 'reporting-db:5432:events:maint:{SECRET}\\n' > ~/.pgpass"),
+    ("pgpass_any", f"*:*:*:replicator:{SECRET}"),
     ("k8s_secret", f"apiVersion: v1\nkind: Secret\ndata:\n  tls.key: {SECRET}=="),
     ("prose", f"The password is {SECRET}, keep it safe."),
     ("prose_no_verb", f"login with password {SECRET} failed"),
@@ -203,6 +205,15 @@ def test_assignment_syntaxes(redactor: Redactor, text: str) -> None:
     out = redactor.redact(text)
     assert SECRET not in out, out
     assert "<REDACTED_CREDENTIAL>" in out or "<REDACTED_TOKEN>" in out, out
+
+
+def test_a_piece_of_a_found_secret_is_redacted_wherever_it_recurs(redactor: Redactor) -> None:
+    """A search for the first half of a password leaks that half: it goes too."""
+    text = (f"PGPASSWORD={SECRET} psql -h db -c 'select 1'\n"
+            f"git log -S '{SECRET[:10]}' --all --oneline | wc -l")
+    out = redactor.redact(text)
+    assert SECRET[:10] not in out, out
+    assert "git log -S '<REDACTED_CREDENTIAL>' --all" in out, out
 
 
 def test_assignment_keeps_names_and_structure(redactor: Redactor) -> None:

@@ -224,12 +224,19 @@ def _statement(line: str) -> bool:
             and not line.startswith(("|", "│", "├", "└", "#", ">", "-", "*")))
 
 
+#: error lines an error shape's context quotes
+ERROR_LINES = 1
+
+
 def _error_line(units: list[Unit], group: list[int]) -> str:
+    """The error text a reader would search for: a traceback's header says nothing, the
+    exception line that ends it does."""
     for k in list(group) + [group[0] - 1, group[0] - 2]:
         if 0 <= k < len(units):
-            lines = units[k].error_lines(1)
+            lines = [ln for ln in units[k].error_lines(ERROR_LINES + 1)
+                     if not ln.startswith("Traceback (most recent call")]
             if lines:
-                return lines[0]
+                return " ".join(lines[:ERROR_LINES])
     return ""
 
 
@@ -241,6 +248,11 @@ RESOLUTION_MIN = 0.25
 MAX_STEPS = 8
 #: turns read on each side of a found lesson's turns
 SPAN = 1
+
+
+def _corrected_at(units: list[Unit], group: list[int]) -> int:
+    """The unit of the principal's correcting turn (the group's first person's turn), or -1."""
+    return next((k for k in group if units[k].role == "user"), -1)
 
 
 def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, Any] | None:
@@ -257,7 +269,11 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
     if not prose or prose[0][0] < CONTENT_MIN:
         return None            # nothing in these turns states a lesson: no memory
     content = prose[0][3]
-    rest = [s for p, k, kind, s in prose[1:] if p >= RESOLUTION_MIN and norm_key(s) != norm_key(content)]
+    # a correction's resolution is what was done once the principal set the agent right: the
+    # rejected attempt before it is the very thing not to do
+    after = _corrected_at(units, group) if f.shape == "correction" else -1
+    rest = [s for p, k, kind, s in prose[1:] if p >= RESOLUTION_MIN and norm_key(s) != norm_key(content)
+            and (k >= after or units[k].role == "user")]
     rest = rest[:RESOLUTION_LINES]
     context_parts = []
     if f.shape in ("error_fix", "prose_fix", "security"):
@@ -269,7 +285,7 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
         context_parts.append(task)
     resolution = " ".join(rest)
     steps = [clip(s, 220) for p, k, kind, s in sorted((x for x in picked if x[2] == "call"), key=lambda x: x[1])
-             if p >= RESOLUTION_MIN or f.shape in ("error_fix", "procedure")][:MAX_STEPS]
+             if (p >= RESOLUTION_MIN or f.shape in ("error_fix", "procedure")) and k > after][:MAX_STEPS]
     if steps:
         resolution = (resolution + "\n" + "\n".join(f"{i + 1}. {s}" for i, s in enumerate(steps))).strip()
     tools = sorted({c.name for k in span for c in units[k].calls})[:5]

@@ -55,13 +55,14 @@ def extract_from_segments(memory: MemoryService, batch_size: int = 50, *, partit
 def _extract_segment(memory: MemoryService, seg: segment_store.SegmentRow, result: SegmentExtraction) -> None:
     task_type = (seg.metrics or {}).get("summary", {}).get("task_type")
     with memory.db.engine.connect() as conn:
-        messages = segment_store.segment_messages(conn, seg)
+        stored = segment_store.segment_messages(conn, seg)
         # a harness's standing instructions are context, never a lesson: out before anything reads them
-        keys = opening_keys(messages)
-        messages = strip_repeated(messages, RepeatIndex(openings.session_counts(conn, keys)))
+        keys = opening_keys(stored)
+        messages = strip_repeated(stored, RepeatIndex(openings.session_counts(conn, keys)))
     try:
         candidates = memory.provider.extract_memories(messages, task_type)
-        keep = selection.select(candidates, (seg.metrics or {}).get("summary"), memory.settings)
+        # the worth check reads the segment as stored: a restated standing instruction must be seen
+        keep = selection.select(candidates, (seg.metrics or {}).get("summary"), memory.settings, stored)
         result.dropped_low_confidence = len(candidates) - len(keep)
         standard = ["trajectory", f"type:{task_type or 'other'}", f"segment:{seg.id[:8]}", f"agent:{seg.agent_id}"]
         prepared = []

@@ -11,12 +11,17 @@ The trajectory score gates only what it can vouch for: a plain success procedure
 a candidate an LLM returned with no shape that neither the user stated nor confirmed.
 Every kept candidate has at least ULTRON_MEMORY_MIN_CONFIDENCE. A failed session with
 no lesson is never read, so it yields nothing.
+
+Given the segment's messages (as stored: the system prompt unstripped), a candidate must
+also read as worth serving (:mod:`ultron.learned.worth`): not a retelling of one session,
+the request, a standing instruction, or a fix without its substance.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ultron.learned import worth
 from ultron.settings import Settings
 
 
@@ -40,9 +45,10 @@ def needs_good_trajectory(c: dict[str, Any]) -> bool:
     return shape == "procedure" or (shape is None and c.get("confirmed") is not True)
 
 
-def select(candidates: list[dict[str, Any]], summary: dict[str, Any] | None, settings: Settings
-           ) -> list[dict[str, Any]]:
-    """The candidates to keep from one segment."""
+def select(candidates: list[dict[str, Any]], summary: dict[str, Any] | None, settings: Settings,
+           messages: list[Any] | None = None) -> list[dict[str, Any]]:
+    """The candidates to keep from one segment (``messages``: the segment, for the worth check)."""
     passed = overall_score(summary) >= settings.trajectory_memory_score_threshold
-    return [c for c in candidates if c["confidence"] >= settings.memory_min_confidence
-            and (passed or not needs_good_trajectory(c))]
+    out = [c for c in candidates if c["confidence"] >= settings.memory_min_confidence
+           and (passed or not needs_good_trajectory(c))]
+    return worth.keep(out, messages) if messages is not None and out else out

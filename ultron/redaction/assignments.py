@@ -508,6 +508,9 @@ _SQL_PASSWORD = (
     r"(?P<q>\\*')(?P<value>(?:(?!(?P=q))[^\n])+)(?P=q)"
 )
 _NETRC = r"\blogin[ \t]+\S+[ \t]+password[ \t]+(?P<value>[^\s\"']+)"
+# libpq's password file line, host:port:database:user:password ("*" matches any field)
+_PGPASS = (r"(?<![\w:/.-])(?=[\w.*-]*[A-Za-z*])[\w.*-]+:(?:\d{1,5}|\*):[\w.*$-]+:[\w.*$@-]+:"
+           r"(?P<value>[^\s'\"\\:]+)")
 _PROSE = (
     r"(?i)\b(?:{word})"
     r"(?:[ \t]+(?:for|of)[ \t]+\S+)?(?:[ \t]+(?P<verb>is|was|are|were)[ \t]*:?)?[ \t]+[\"'`“]?"
@@ -585,6 +588,8 @@ ASSIGNMENT_RULES = (
     ("CREDENTIAL", _rule("credential_sql_password", _SQL_PASSWORD, group="value", check=_check_value,
                          triggers=("identified", "password"))),
     ("CREDENTIAL", _rule("credential_netrc", _NETRC, group="value", check=_check_value, triggers="login")),
+    ("CREDENTIAL", _rule("credential_pgpass", _PGPASS, group="value", check=_check_value,
+                         triggers=("pgpass", ":5432:", ":*:"))),
     ("CREDENTIAL", _rule("credential_prose", _PROSE, group="value", check=_check_prose, words=_PROSE_WORDS)),
     ("CREDENTIAL", _rule("credential_xml_element", _XML_ELEMENT, group="v_xml", check=_check_credential,
                          ignore_case=True, triggers=("</",))),

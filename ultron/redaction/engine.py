@@ -398,7 +398,37 @@ class Redactor:
                     if piece[0] < piece[1] and any(ch.isalnum() for ch in text[piece[0] : piece[1]]):
                         choose(piece[0], piece[1], entity)
                 cursor = max(cursor, e)
+        for start, end, entity in _echoes(text, list(zip(starts, ends, kinds))):
+            first = bisect.bisect_right(ends, start)
+            if first >= bisect.bisect_left(starts, end):
+                choose(start, end, entity)
         return list(zip(starts, ends, kinds))
+
+
+#: kinds that name a person or a place are found by what they are; only secrets echo
+_ECHO_KINDS = frozenset({"PERSON", "LOCATION", "EMAIL_ADDRESS", "PHONE_NUMBER", "USER_PATH", "IP_ADDRESS", "UUID"})
+#: the shortest piece of a secret that is a secret too (a search for its first part, say)
+ECHO_MIN = 8
+
+
+def _echoes(text: str, chosen: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """A secret found once leaks again as a piece of itself elsewhere in the text (``git log
+    -S 'first-half'``, a grep for its prefix): every other run of at least ECHO_MIN
+    characters that starts like a found secret is that secret too."""
+    out = []
+    for start, end, entity in chosen:
+        value = text[start:end]
+        if entity in _ECHO_KINDS or len(value) < ECHO_MIN:
+            continue
+        at = text.find(value[:ECHO_MIN])
+        while at != -1:
+            if not (start <= at < end):
+                n = ECHO_MIN
+                while n < len(value) and at + n < len(text) and text[at + n] == value[n]:
+                    n += 1
+                out.append((at, at + n, entity))
+            at = text.find(value[:ECHO_MIN], at + 1)
+    return out
 
 
 def _merge(spans: Iterable[Span]) -> list[Span]:
