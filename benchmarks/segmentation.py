@@ -21,6 +21,14 @@ topic, the hardest), ``diff_task`` (tau units of distinct task ids), ``windows``
 caller would see them). Each also runs with ``###STOP###`` removed from the text
 as a robustness check.
 
+Two more conditions come from the labelled lesson corpus (``benchmarks/data/lessons``,
+1,342 single-task sessions by 20 independent authors, rendered in their own formats,
+system prompts dropped), which nobody tuned the segmenter on: ``corpus`` concatenates 2-4
+of them; ``corpus_joined`` does the same, but where a session ends with the person's
+turn (a thank-you, a "works now") the next session's request is written into that same
+message, as people do ("Thanks, that worked. Now write me a compose file"): the boundary
+is that message.
+
     python benchmarks/segmentation.py [--n 300] [--seed 0]
 
 The table compares the offline segmenter applied to the whole session in one go
@@ -76,6 +84,42 @@ def load_units(data_dir: Path | None = None) -> list[dict]:
     return [u for u in units if u["messages"]]
 
 
+def corpus_units() -> list[dict]:
+    """Every session of the lesson corpus as a unit (system prompts dropped)."""
+    root = Path(__file__).resolve().parents[1]
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from ultron.learned import corpus
+
+    out = []
+    for spec in corpus.load():
+        msgs = [m for m in corpus.render_messages(spec) if m.role != "system"]
+        if msgs:
+            out.append({"name": spec["id"], "kind": "corpus", "task": None, "messages": msgs})
+    return out
+
+
+def _joined(picked: list[dict]) -> tuple[list[Message], list[int]]:
+    """The units one after another; a unit that ends with the person's turn takes the next
+    unit's opening request into that message (the boundary is then that message)."""
+    msgs: list[Message] = []
+    bounds: list[int] = []
+    offset = 0
+    for u in picked:
+        nxt = list(u["messages"])
+        if msgs and msgs[-1].role == "user" and nxt and nxt[0].role == "user" \
+                and isinstance(msgs[-1].content, str) and isinstance(nxt[0].content, str):
+            last = msgs.pop()
+            bounds.append(len(msgs))
+            msgs.append(replace(last, content=last.content.rstrip() + " " + nxt[0].content.lstrip()))
+            nxt = nxt[1:]
+        elif msgs:
+            bounds.append(len(msgs))
+        msgs.extend(replace(m, line=m.line + offset) for m in nxt)
+        offset = msgs[-1].line if msgs else offset
+    return msgs, bounds
+
+
 def build_sessions(units: list[dict], condition: str, n: int, seed: int) -> list[tuple[list[Message], list[int], list[str]]]:
     """n concatenations: (messages, true boundaries (0-based starts after the first), unit names)."""
     rng = random.Random(f"{seed}:{condition}")
@@ -93,6 +137,12 @@ def build_sessions(units: list[dict], condition: str, n: int, seed: int) -> list
             picked = rng.sample(group, min(k, len(group)))
         elif condition == "diff_task":
             picked = [rng.choice(by_task[t]) for t in rng.sample(sorted(by_task), k)]
+        elif condition in ("corpus", "corpus_joined"):
+            picked = rng.sample(units, k)
+            if condition == "corpus_joined":
+                msgs, bounds = _joined(picked)
+                out.append((msgs, bounds, [u["name"] for u in picked]))
+                continue
         elif condition == "windows":
             # a 30-message slice of a mixed session, usually starting mid-task
             msgs, bounds, names = build_sessions(units, "mixed", 1, rng.randrange(1 << 30))[0]
@@ -213,10 +263,11 @@ def score(sessions, segment_fn: SegmentFn) -> dict:
 def evaluate(segment_fn: SegmentFn, seed: int = 0, n: int = 300, data_dir: Path | None = None,
              conditions: Sequence[str] = ("mixed", "same_task", "diff_task", "windows"), with_stop_ablation: bool = True) -> dict:
     """Scores of segment_fn on n concatenations per condition (and with ###STOP### removed)."""
-    units = load_units(data_dir)
+    units = load_units(data_dir) if any(not c.startswith("corpus") for c in conditions) else []
+    corpus = corpus_units() if any(c.startswith("corpus") for c in conditions) else []
     results = {}
     for cond in conditions:
-        sessions = build_sessions(units, cond, n, seed)
+        sessions = build_sessions(corpus if cond.startswith("corpus") else units, cond, n, seed)
         results[cond] = score(sessions, segment_fn)
         if with_stop_ablation:
             stripped = [(strip_stop(m), b, names) for m, b, names in sessions]
@@ -278,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'segmenter':38} {'condition':18} {'P':>6} {'R':>6} {'F1':>6} {'Pk':>6} {'exact':>6} {'secs':>6}")
     for name, fn in runs:
         res = evaluate(fn, seed=args.seed, n=args.n)["results"]
+        res.update(evaluate(fn, seed=args.seed, n=args.n, conditions=("corpus", "corpus_joined"),
+                            with_stop_ablation=False)["results"])
         for cond, r in res.items():
             print(f"{name:38} {cond:18} {r['precision']:6.3f} {r['recall']:6.3f} {r['f1']:6.3f} {r['pk']:6.3f} "
                   f"{r['all_boundaries_exact']:6.3f} {r['seconds']:6.2f}")
