@@ -20,7 +20,8 @@ from typing import Any, Iterable
 
 from ultron.heuristics.episodes import HOUSEKEEPING
 from ultron.heuristics.reader import cap
-from ultron.heuristics.text import clip, clip_lines, norm_key, redact
+from ultron.heuristics.text import clip, clip_lines, containment, norm_key, redact
+from ultron.heuristics.text import words as content_words
 
 #: Off only while the memory gate asks whether a segment teaches a lesson: those candidates
 #: are counted and dropped, never stored, so redacting them would be wasted work.
@@ -104,8 +105,31 @@ def candidate(type_hint: str, kind: str, content: str, context: str, resolution:
     }
 
 
+#: share of one memory's words another of its segment holds for the two to say the same thing
+SAME_WORDS = 0.75
+
+
+def _says_the_same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    wa, wb = (content_words(m["content"] + " " + (m.get("resolution") or "")) for m in (a, b))
+    return containment(wa, wb) >= SAME_WORDS
+
+
 def dedupe(memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One memory per (type, normalised content): the most confident, first on ties."""
+    """One memory per lesson of a segment: per (type, normalised content), and one of two that
+    say the same thing whatever their types (most of one's words in the other); the most
+    confident, first on ties."""
+    out = _dedupe_exact(memories)
+    kept: list[dict[str, Any]] = []
+    for m in out:
+        same = next((i for i, k in enumerate(kept) if _says_the_same(m, k)), None)
+        if same is None:
+            kept.append(m)
+        elif m["confidence"] > kept[same]["confidence"]:
+            kept[same] = m
+    return kept
+
+
+def _dedupe_exact(memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
     best: dict[tuple[str, str], int] = {}
     out: list[dict[str, Any]] = []
     for m in memories:

@@ -220,7 +220,6 @@ def topic_for(messages: list[Message]) -> str:
     # skip a bare greeting ("Hi there!") so the topic says what was asked
     while len(sentences) > 1 and _GREETING.match(sentences[0]) and len(_WORD.findall(sentences[0].lower())) <= 3:
         sentences.pop(0)
-    sentences = [s.strip() for s in _SENTENCE_END.split(_after_acknowledgement(" ".join(sentences))[0]) if s.strip()]
     first = _SPACE.sub(" ", sentences[0]) if sentences else _SPACE.sub(" ", texts[0]).strip()
     first = _GREETING_PREFIX.sub("", first) or first
     first = _MARKUP.sub("", first).strip().rstrip(":").strip()
@@ -310,8 +309,7 @@ def _cues(messages: Sequence[Message], prev: tuple[int, int], i: int) -> dict[st
     unfinished = last is not None and not noted and (last.role == "tool" or bool(last.tool_calls))
     closed = bool(prev_request) and bool(_CLOSING_USER.search(prev_request[-400:]))
 
-    req, closes_first = _after_acknowledgement(_request_text(messages[i]))
-    closed = closed or closes_first
+    req = _request_text(messages[i])
     head = req[:300]
     words = len(_WORD.findall(head.lower()))
     greeting = bool(_GREETING.match(head))
@@ -355,26 +353,6 @@ _WEIGHTS = {
 
 
 # -- text -----------------------------------------------------------------------------------
-
-
-def _after_acknowledgement(req: str) -> tuple[str, bool]:
-    """People close one task and open the next in one message ("Thanks, that worked. Now
-    write me a compose file"): when a first sentence that closes is followed by a new topic,
-    the cues read the new topic, and the previous task counts as closed. Returns (the text
-    to read, whether its first sentence closed the previous task)."""
-    parts = [p for p in _SENTENCE_END.split(req.strip(), maxsplit=3) if p.strip()]
-    if len(parts) < 2:
-        return req, False
-    first = parts[0]
-    if _GREETING.match(first):        # "Hi! I need ...": a greeting opens, it does not close
-        return req, False
-    if not _CLOSING_USER.search(first):
-        return req, False
-    rest = " ".join(parts[1:])
-    # a follow-up in the same task ("that worked, can you also ...") is not a new topic
-    if _NEW_TOPIC.match(_GREETING_PREFIX.sub("", rest[:300])) or _GREETING.match(rest[:300]):
-        return rest, True
-    return req, False
 
 
 def _request_text(msg: Message) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ultron.heuristics.candidates import CONTEXT_CHARS, PROCEDURE_CHARS, RESOLUTION_CHARS, candidate, dedupe
+from ultron.heuristics.candidates import CONTENT_CHARS, CONTEXT_CHARS, PROCEDURE_CHARS, RESOLUTION_CHARS, candidate, dedupe
 from ultron.heuristics.extract import generalise_segment
 from ultron.heuristics.text import clip, norm_key
 from ultron.learned.corpus import THIRD_PARTY
@@ -250,6 +250,24 @@ MAX_STEPS = 8
 SPAN = 1
 
 
+def _whole(unit: Unit, line: str) -> str:
+    """A line that announces what follows ("for any Go tests you write for me:") is only half
+    a lesson: the lines it introduces come with it, as far as a content's room goes."""
+    if not line.rstrip().endswith(":"):
+        return line
+    texts = [s for kind, s in sentences_of(unit) if kind == "text"]
+    try:
+        at = texts.index(line)
+    except ValueError:
+        return line
+    out = line.rstrip()
+    for nxt in texts[at + 1:at + 4]:
+        if len(out) + len(nxt) + 1 > CONTENT_CHARS:
+            break
+        out += " " + nxt.strip()
+    return out
+
+
 def _corrected_at(units: list[Unit], group: list[int]) -> int:
     """The unit of the principal's correcting turn (the group's first person's turn), or -1."""
     return next((k for k in group if units[k].role == "user"), -1)
@@ -268,7 +286,7 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
     prose = [x for x in picked if x[2] == "text" and _statement(x[3])]
     if not prose or prose[0][0] < CONTENT_MIN:
         return None            # nothing in these turns states a lesson: no memory
-    content = prose[0][3]
+    content = _whole(units[prose[0][1]], prose[0][3])
     # a correction's resolution is what was done once the principal set the agent right: the
     # rejected attempt before it is the very thing not to do
     after = _corrected_at(units, group) if f.shape == "correction" else -1

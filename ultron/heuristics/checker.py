@@ -1,0 +1,117 @@
+"""What the memory rubric (``docs/rubric.md``) lets a program check: the mechanical flags.
+
+A reviewer judges whether a memory is a lesson; some failures need no judgement and are
+flagged here, in tests and in ``benchmarks/guidance.py``:
+
+* ``restates_request``: the content is (most of) the request that opened its segment:
+  the task, not something learned (a person's later turn may state the lesson itself);
+* ``bare_step``: a numbered step that is a tool's name without its substance;
+* ``narration_step``: a numbered step that narrates ("Checking the Dockerfile") instead of
+  saying what to do;
+* ``cut_off``: the content or the resolution's prose ends mid-thought (a trailing ":",
+  ",", ";", "(" or an ellipsis where the text was clipped);
+* ``instance_name``: a code from one session (a booking reference, a ticket key, a
+  customer's id: capitals with digits) that the person typed and no other session of the
+  checked set knows;
+* ``same_as_sibling``: two memories of one segment that say the same thing.
+
+Pure functions over plain dicts: ``{content, context, resolution, session, segment}``
+and, per memory, the person's requests of its segment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ultron.heuristics.text import containment, words
+
+CHECKS = ("restates_request", "bare_step", "narration_step", "cut_off", "instance_name", "same_as_sibling")
+
+_STEP = re.compile(r"^\s*\d+\.\s+(.*\S)\s*$", re.MULTILINE)
+_NAME_ONLY = re.compile(r"^[A-Za-z_][\w.-]*$")
+# a step that opens with a progressive verb and holds no command, path or value
+_NARRATION = re.compile(r"^(?:[A-Z][a-z]+ing|Let me|Now I|I'll|I will|I'm going to)\b")
+_SUBSTANCE = re.compile(r"[=/`$|<>]|--?\w|\w\.\w|\w\(|\d")
+_OPEN_END = (":", ",", ";", "(", "…", "...")
+# a code: a ticket key (AUTH-144) or a booking reference / id (FQ8APE, H9ZU1C): capitals with digits
+_NAMEISH = re.compile(r"\b[A-Z][A-Z0-9]*-\d+\b|\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,10}\b")
+RESTATES = 0.8
+SAME = 0.75
+
+
+@dataclass(frozen=True)
+class Flag:
+    check: str
+    memory: int          # index in the checked list
+    detail: str
+
+
+def _steps(resolution: str) -> list[str]:
+    return _STEP.findall(resolution or "")
+
+
+def _prose(resolution: str) -> str:
+    return _STEP.sub("", resolution or "").strip()
+
+
+def _cut_off(text: str) -> bool:
+    return (text or "").rstrip().endswith(_OPEN_END)
+
+
+def check_memory(mem: dict[str, Any], requests: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """The flags of one memory, as (check, detail); ``requests`` are its segment's person's
+    turns, the opening request first."""
+    out: list[tuple[str, str]] = []
+    content = mem.get("content") or ""
+    cw = words(content)
+    for r in list(requests)[:1]:
+        rw = words(r)
+        if cw and rw and len(cw & rw) / len(cw) >= RESTATES:
+            out.append(("restates_request", r[:120]))
+    for step in _steps(mem.get("resolution") or ""):
+        if _NAME_ONLY.match(step.strip()):
+            out.append(("bare_step", step[:80]))
+        elif _NARRATION.match(step) and not _SUBSTANCE.search(step):
+            out.append(("narration_step", step[:80]))
+    for field, text in (("content", content), ("resolution", _prose(mem.get("resolution") or ""))):
+        if _cut_off(text):
+            out.append(("cut_off", f"{field} ends: …{text.rstrip()[-40:]}"))
+    return out
+
+
+def check(memories: list[dict[str, Any]], requests: list[list[str]]) -> list[Flag]:
+    """Every flag of a set of memories (``requests[i]``: the person's turns of memory i's
+    segment). Instance names and siblings are judged across the set: a name is one
+    session's when no other session of the set has it."""
+    flags = [Flag(c, i, d) for i, m in enumerate(memories) for c, d in check_memory(m, requests[i])]
+    sessions_of: dict[str, set[str]] = defaultdict(set)
+    for m, reqs in zip(memories, requests):
+        for r in reqs:
+            for name in _NAMEISH.findall(r):
+                sessions_of[name].add(str(m.get("session")))
+    for i, m in enumerate(memories):
+        text = " ".join(m.get(k) or "" for k in ("content", "context", "resolution"))
+        mine = {n for n in _NAMEISH.findall(text) if len(sessions_of.get(n, ())) == 1}
+        for name in sorted(mine):
+            flags.append(Flag("instance_name", i, name))
+    by_segment: dict[tuple[str, Any], list[int]] = defaultdict(list)
+    for i, m in enumerate(memories):
+        by_segment[(str(m.get("session")), m.get("segment"))].append(i)
+    for idx in by_segment.values():
+        for a_pos, a in enumerate(idx):
+            for b in idx[a_pos + 1:]:
+                wa = words(memories[a]["content"] + " " + (memories[a].get("resolution") or ""))
+                wb = words(memories[b]["content"] + " " + (memories[b].get("resolution") or ""))
+                if containment(wa, wb) >= SAME:
+                    flags.append(Flag("same_as_sibling", b, memories[a]["content"][:80]))
+    return flags
+
+
+def counts(flags: Iterable[Flag]) -> dict[str, int]:
+    out = {c: 0 for c in CHECKS}
+    for f in flags:
+        out[f.check] += 1
+    return out
