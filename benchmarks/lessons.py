@@ -86,8 +86,14 @@ class Pipeline:
             return []
         run = segment_messages(messages, self.provider, self.settings.segment_budget_tokens)
         out: list[dict[str, Any]] = []
+        try:
+            from ultron.heuristics.segmenter import with_closing
+        except ImportError:       # an older checkout
+            def with_closing(m, following):
+                return m
         for span in run.spans:
-            msgs = messages[span.start:span.end + 1]
+            following = messages[span.end + 1] if span.end + 1 < len(messages) else None
+            msgs = with_closing(messages[span.start:span.end + 1], following)
             t0 = time.perf_counter()
             metrics = score_trajectory(msgs, judge=self.provider.judge(msgs),
                                        judge_weight=self.settings.quality_judge_weight)

@@ -118,6 +118,29 @@ def test_closed_request_then_a_new_one_splits():
     assert starts(segment_window(window)) == [1, 5]
 
 
+def test_a_thank_you_and_a_new_request_in_one_message_split_there():
+    """The README's example: the CSV answer is confirmed and the compose file asked for in one
+    message. That message opens the second task (its topic is the new request), and its
+    closing sentence goes with the first task as that task's confirmation."""
+    window = [
+        user("How do I read a CSV in Python?"),
+        assistant("Use pandas: pd.read_csv('data.csv')."),
+        user("It fails with UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe9"),
+        assistant("Pass the real encoding: pd.read_csv('data.csv', encoding='latin-1')."),
+        user("Thanks, that worked. Now write me a Docker compose file for Postgres and a web app."),
+        assistant("services:\n  db:\n    image: postgres:16"),
+    ]
+    tasks = segment_window(window)
+    assert starts(tasks) == [1, 5]
+    assert tasks[1][2].startswith("Now write me a Docker compose file")
+    first = segmenter.with_closing(window[:4], window[4])
+    assert [m.content for m in first[4:]] == ["Thanks, that worked."]
+    # a follow-up in the same task after a thank-you is not a new one, and closes nothing
+    follow = user("Thanks, that worked. Can you also make it skip bad lines?")
+    assert starts(segment_window(window[:4] + [follow, assistant("Add on_bad_lines='skip'.")])) == [1]
+    assert segmenter.with_closing(window[:4], follow) == window[:4]
+
+
 def test_goodbye_token_and_greeting_split_two_conversations():
     window = [
         user("Hi! I need to cancel my flights from MCO to CLT."),

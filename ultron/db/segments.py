@@ -104,6 +104,19 @@ def segment_messages(conn: sa.Connection, seg: SegmentRow) -> list[Message]:
     return [Message(**r._mapping) for r in rows]
 
 
+def message_after(conn: sa.Connection, seg: SegmentRow) -> Message | None:
+    """The session's first message after the segment (the next task's opening), if any."""
+    row = conn.execute(sa.text(
+        """
+        SELECT m.line, m.role, m.content, m.reasoning_content, m.tool_calls, m.tool_call_id, m.name,
+               m.is_sidechain, m.source_id
+        FROM session_messages m JOIN trajectory_records r ON r.id = m.record_id
+        WHERE r.agent_id = :a AND r.session_file = :f AND m.line > :e
+        ORDER BY m.seq LIMIT 1
+        """), {"a": seg.agent_id, "f": seg.session_file, "e": seg.end_line}).first()
+    return Message(**row._mapping) if row is not None else None
+
+
 def current_hash(conn: sa.Connection, record_id: str) -> str | None:
     return conn.execute(sa.text("SELECT content_hash FROM trajectory_records WHERE id = :id"),
                         {"id": record_id}).scalar_one_or_none()

@@ -220,6 +220,7 @@ def topic_for(messages: list[Message]) -> str:
     # skip a bare greeting ("Hi there!") so the topic says what was asked
     while len(sentences) > 1 and _GREETING.match(sentences[0]) and len(_WORD.findall(sentences[0].lower())) <= 3:
         sentences.pop(0)
+    sentences = [s.strip() for s in _SENTENCE_END.split(_after_acknowledgement(" ".join(sentences))[0]) if s.strip()]
     first = _SPACE.sub(" ", sentences[0]) if sentences else _SPACE.sub(" ", texts[0]).strip()
     first = _GREETING_PREFIX.sub("", first) or first
     first = _MARKUP.sub("", first).strip().rstrip(":").strip()
@@ -309,7 +310,8 @@ def _cues(messages: Sequence[Message], prev: tuple[int, int], i: int) -> dict[st
     unfinished = last is not None and not noted and (last.role == "tool" or bool(last.tool_calls))
     closed = bool(prev_request) and bool(_CLOSING_USER.search(prev_request[-400:]))
 
-    req = _request_text(messages[i])
+    req, closes_first = _after_acknowledgement(_request_text(messages[i]))
+    closed = closed or closes_first
     head = req[:300]
     words = len(_WORD.findall(head.lower()))
     greeting = bool(_GREETING.match(head))
@@ -353,6 +355,40 @@ _WEIGHTS = {
 
 
 # -- text -----------------------------------------------------------------------------------
+
+
+def _after_acknowledgement(req: str) -> tuple[str, bool]:
+    """People close one task and open the next in one message ("Thanks, that worked. Now
+    write me a compose file"): when a first sentence that closes is followed by a new topic,
+    the cues read the new topic, and the previous task counts as closed. Returns (the text
+    to read, whether its first sentence closed the previous task)."""
+    parts = [p for p in _SENTENCE_END.split(req.strip(), maxsplit=3) if p.strip()]
+    if len(parts) < 2 or _GREETING.match(parts[0]) or not _CLOSING_USER.search(parts[0]):
+        return req, False
+    rest = " ".join(parts[1:])
+    # a follow-up in the same task ("that worked, can you also ...") is not a new topic
+    if _NEW_TOPIC.match(_GREETING_PREFIX.sub("", rest[:300])) or _GREETING.match(rest[:300]):
+        return rest, True
+    return req, False
+
+
+def closing_of(msg: Message | None) -> Message | None:
+    """The closing sentence a task's next message opens with ("Thanks, that worked."), as a
+    message of its own: it belongs to the task it closes, which reads it as its confirmation
+    (the message itself opens the next task)."""
+    if msg is None or msg.role != "user" or msg.is_sidechain:
+        return None
+    text = _request_text(msg)
+    rest, closes = _after_acknowledgement(text)
+    if not closes:
+        return None
+    return Message(role="user", content=_SENTENCE_END.split(text.strip(), maxsplit=1)[0], line=msg.line)
+
+
+def with_closing(messages: list[Message], following: Message | None) -> list[Message]:
+    """A segment's messages, with the next message's closing sentence when it has one."""
+    closing = closing_of(following)
+    return messages + [closing] if closing is not None else messages
 
 
 def _request_text(msg: Message) -> str:

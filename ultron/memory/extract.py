@@ -14,6 +14,7 @@ from ultron.claims import work_claimed, worker_id
 from ultron.db import claims as claim_store
 from ultron.db import openings
 from ultron.db import segments as segment_store
+from ultron.heuristics.segmenter import with_closing
 from ultron.learned.units import RepeatIndex, opening_keys, strip_repeated
 from ultron.llm.errors import LLMError
 from ultron.memory import selection
@@ -55,7 +56,7 @@ def extract_from_segments(memory: MemoryService, batch_size: int = 50, *, partit
 def _extract_segment(memory: MemoryService, seg: segment_store.SegmentRow, result: SegmentExtraction) -> None:
     task_type = (seg.metrics or {}).get("summary", {}).get("task_type")
     with memory.db.engine.connect() as conn:
-        stored = segment_store.segment_messages(conn, seg)
+        stored = with_closing(segment_store.segment_messages(conn, seg), segment_store.message_after(conn, seg))
         # a harness's standing instructions are context, never a lesson: out before anything reads them
         keys = opening_keys(stored)
         messages = strip_repeated(stored, RepeatIndex(openings.session_counts(conn, keys)))

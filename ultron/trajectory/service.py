@@ -25,6 +25,7 @@ from ultron.heuristics.quality import score_trajectory
 from ultron.llm.errors import LLMError
 from ultron.llm.usage import LLMUsage
 from ultron.providers import LLMProvider
+from ultron.heuristics.segmenter import with_closing
 from ultron.trajectory.segmentation import fingerprint, segment_messages
 
 log = logging.getLogger("ultron.trajectory")
@@ -161,7 +162,8 @@ class TrajectoryService:
         out = SegmentLabel(seg.id, seg.agent_id, seg.session_file, seg.start_line, seg.end_line, "pending",
                            partition_key=seg.partition_key)
         with self.db.engine.connect() as conn:
-            messages = store.segment_messages(conn, seg)
+            # a closing "thanks, that worked" that opens the next task's message confirms this one
+            messages = with_closing(store.segment_messages(conn, seg), store.message_after(conn, seg))
         keys = opening_keys(messages)
         with self.db.engine.begin() as conn:   # this session counts towards the harness's sentences
             openings.record(conn, seg.agent_id, seg.session_file, keys)
