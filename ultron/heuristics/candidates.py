@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from ultron.heuristics.episodes import HOUSEKEEPING
 from ultron.heuristics.reader import cap
-from ultron.heuristics.text import clip, clip_lines, containment, norm_key, redact
+from ultron.heuristics.text import clip, clip_lines, norm_key, redact
 from ultron.heuristics.text import words as content_words
 
 #: Off only while the memory gate asks whether a segment teaches a lesson: those candidates
@@ -105,13 +105,14 @@ def candidate(type_hint: str, kind: str, content: str, context: str, resolution:
     }
 
 
-#: share of one memory's words another of its segment holds for the two to say the same thing
-SAME_WORDS = 0.75
+#: share of the wordier memory's words the other holds for two memories of a segment to say
+#: the same thing (measured on the larger one: a memory that quotes another is not its twin)
+SAME_WORDS = 0.6
 
 
 def _says_the_same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     wa, wb = (content_words(m["content"] + " " + (m.get("resolution") or "")) for m in (a, b))
-    return containment(wa, wb) >= SAME_WORDS
+    return bool(wa and wb) and len(wa & wb) / max(len(wa), len(wb)) >= SAME_WORDS
 
 
 def dedupe(memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
