@@ -154,6 +154,30 @@ def test_rules_provider_splits_the_seeds_example(client, tmp_path):
     assert "csv" in r.segments[0].topic.lower() and "docker" in r.segments[1].topic.lower()
 
 
+def test_a_thank_you_that_opens_the_next_request_confirms_the_task_it_closes(client, tmp_path):
+    """The README's example: the CSV fix is confirmed in the message that asks for the compose file."""
+    from ultron.db import segments as store
+    from ultron.heuristics.segmenter import with_closing
+
+    f = write_jsonl(tmp_path / "s.jsonl", [
+        {"role": "user", "content": "How do I read a CSV in Python?"},
+        {"role": "assistant", "content": "Use pandas: pd.read_csv('data.csv')."},
+        {"role": "user", "content": "It fails with UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe9"},
+        {"role": "assistant", "content": "Pass the real encoding: pd.read_csv('data.csv', encoding='latin-1')."},
+        {"role": "user", "content": "Thanks, that worked. Now write me a Docker compose file for Postgres."},
+        {"role": "assistant", "content": "services:\n  db:\n    image: postgres:16"},
+    ])
+    client.ingest([f], "agent")
+    svc = client.trajectory_service
+    [r] = svc.segment_pending_sessions()
+    assert [(s.start_line, s.end_line) for s in r.segments] == [(1, 4), (5, 6)]
+    with svc.db.engine.connect() as conn:
+        first, second = sorted(store.segments_for(conn, "agent", r.session_file), key=lambda s: s.start_line)
+        msgs = with_closing(store.segment_messages(conn, first), store.message_after(conn, first))
+        assert [m.content for m in msgs][-1] == "Thanks, that worked."
+        assert store.message_after(conn, second) is None
+
+
 def test_a_failed_judge_leaves_segments_unlabeled_until_it_recovers(client, server, tmp_path):
     f = write_jsonl(tmp_path / "s.jsonl", turns("A", 2) + turns("B", 2))
     client.ingest([f], "agent")
