@@ -91,29 +91,25 @@ def unlabeled_segments(conn: sa.Connection, limit: int, agent_id: str | None = N
     return [SegmentRow(**r._mapping) for r in rows]
 
 
+#: a session's messages, by the segment's agent and file; the caller adds the line range
+_MESSAGES = """
+    SELECT m.line, m.role, m.content, m.reasoning_content, m.tool_calls, m.tool_call_id, m.name,
+           m.is_sidechain, m.source_id
+    FROM session_messages m JOIN trajectory_records r ON r.id = m.record_id
+    WHERE r.agent_id = :a AND r.session_file = :f AND """
+
+
 def segment_messages(conn: sa.Connection, seg: SegmentRow) -> list[Message]:
     """The segment's messages: the session's messages whose source line is in its range."""
-    rows = conn.execute(sa.text(
-        """
-        SELECT m.line, m.role, m.content, m.reasoning_content, m.tool_calls, m.tool_call_id, m.name,
-               m.is_sidechain, m.source_id
-        FROM session_messages m JOIN trajectory_records r ON r.id = m.record_id
-        WHERE r.agent_id = :a AND r.session_file = :f AND m.line BETWEEN :s AND :e
-        ORDER BY m.seq
-        """), {"a": seg.agent_id, "f": seg.session_file, "s": seg.start_line, "e": seg.end_line})
+    rows = conn.execute(sa.text(_MESSAGES + "m.line BETWEEN :s AND :e ORDER BY m.seq"),
+                        {"a": seg.agent_id, "f": seg.session_file, "s": seg.start_line, "e": seg.end_line})
     return [Message(**r._mapping) for r in rows]
 
 
 def message_after(conn: sa.Connection, seg: SegmentRow) -> Message | None:
     """The session's first message after the segment (the next task's opening), if any."""
-    row = conn.execute(sa.text(
-        """
-        SELECT m.line, m.role, m.content, m.reasoning_content, m.tool_calls, m.tool_call_id, m.name,
-               m.is_sidechain, m.source_id
-        FROM session_messages m JOIN trajectory_records r ON r.id = m.record_id
-        WHERE r.agent_id = :a AND r.session_file = :f AND m.line > :e
-        ORDER BY m.seq LIMIT 1
-        """), {"a": seg.agent_id, "f": seg.session_file, "e": seg.end_line}).first()
+    row = conn.execute(sa.text(_MESSAGES + "m.line > :e ORDER BY m.seq LIMIT 1"),
+                       {"a": seg.agent_id, "f": seg.session_file, "e": seg.end_line}).first()
     return Message(**row._mapping) if row is not None else None
 
 

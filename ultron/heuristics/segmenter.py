@@ -379,8 +379,7 @@ def closing_of(msg: Message | None) -> Message | None:
     if msg is None or msg.role != "user" or msg.is_sidechain:
         return None
     text = _request_text(msg)
-    rest, closes = _after_acknowledgement(text)
-    if not closes:
+    if not _after_acknowledgement(text)[1]:
         return None
     return Message(role="user", content=_SENTENCE_END.split(text.strip(), maxsplit=1)[0], line=msg.line)
 

@@ -224,19 +224,14 @@ def _statement(line: str) -> bool:
             and not line.startswith(("|", "│", "├", "└", "#", ">", "-", "*")))
 
 
-#: error lines an error shape's context quotes
-ERROR_LINES = 1
-
-
 def _error_line(units: list[Unit], group: list[int]) -> str:
     """The error text a reader would search for: a traceback's header says nothing, the
     exception line that ends it does."""
     for k in list(group) + [group[0] - 1, group[0] - 2]:
         if 0 <= k < len(units):
-            lines = [ln for ln in units[k].error_lines(ERROR_LINES + 1)
-                     if not ln.startswith("Traceback (most recent call")]
+            lines = [ln for ln in units[k].error_lines(2) if not ln.startswith("Traceback (most recent call")]
             if lines:
-                return " ".join(lines[:ERROR_LINES])
+                return lines[0]
     return ""
 
 

@@ -22,10 +22,10 @@ from ultron.db import openings
 from ultron.learned.lessons import teaches
 from ultron.learned.units import RepeatIndex, opening_keys, strip_repeated
 from ultron.heuristics.quality import score_trajectory
+from ultron.heuristics.segmenter import with_closing
 from ultron.llm.errors import LLMError
 from ultron.llm.usage import LLMUsage
 from ultron.providers import LLMProvider
-from ultron.heuristics.segmenter import with_closing
 from ultron.trajectory.segmentation import fingerprint, segment_messages
 
 log = logging.getLogger("ultron.trajectory")
