@@ -82,8 +82,22 @@ def test_citations_that_do_not_support_a_step_are_pruned():
 def test_coverage_and_corroboration_move_the_score():
     thin, _ = check(draft([("Add pandas to requirements.txt", ["a"])]))
     rich, _ = check(draft(GOOD_STEPS))
-    assert thin.passed and rich.passed and rich.score > thin.score
+    assert rich.passed and rich.score > thin.score
     assert thin.scores["coverage"] == pytest.approx(1 / 3, abs=1e-3)
+    # one memory's fix alone is a retelling, not a skill: a reader would not follow it
+    assert not thin.passed and "no step is shared by two memories" in thin.reason
+
+
+@pytest.mark.parametrize("name, step, reason", [
+    ("Docker · requirements.txt · install", "Add pandas to requirements.txt", "lists topic terms"),
+    ("Fix missing modules", "read_file path=requirements.txt", "raw tool call"),
+    ("Fix missing modules", "Unfortunately, I cannot add pandas to requirements.txt", "talks to someone"),
+    ("Fix missing modules", "Add pandas to requirements.txt and then:", "cut off"),
+])
+def test_a_skill_a_reader_would_fail_does_not_pass(name, step, reason):
+    from dataclasses import replace as _replace
+    result, _ = check(_replace(draft([(step, ["a", "b"])]), name=name))
+    assert not result.passed and reason in result.reason
 
 
 @pytest.mark.parametrize("md_edit, reason", [

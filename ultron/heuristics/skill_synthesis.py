@@ -42,6 +42,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ultron.heuristics.troubleshooting import troubleshooting
 from ultron.heuristics.skill_text import (clip, context_gist, display, first_sentence, generalize, is_actionable,
                                           is_question, jaccard, leading_verb, near_duplicate, ordered_terms,
                                           same_shape, split_actions, squash, tokens)
@@ -104,6 +105,11 @@ def synthesize(topic: str, memories: Sequence[dict[str, Any]]) -> dict[str, Any]
     """A skill dict (name, description, when_to_use, steps, pitfalls, branches) from
     member memories ``{id, memory_type, content, context, resolution}`` in age order."""
     members = [m for m in memories if m.get("id")]
+    errors = [m for m in members if m.get("memory_type") in ERROR_TYPES]
+    if len(errors) >= 2 and 2 * len(errors) >= len(members):
+        skill = troubleshooting(topic, members)
+        if skill is not None:
+            return skill
     topic = squash(topic) or topic_from(members)
     groups, by_member = _step_groups(members)
     ranked = sorted(groups, key=lambda g: (-g.support, g.first))
@@ -114,7 +120,11 @@ def synthesize(topic: str, memories: Sequence[dict[str, Any]]) -> dict[str, Any]
     kept = procedure_order((shared if len(shared) >= 2 else ranked)[:MAX_STEPS], by_member)
     causes = _cause_groups(members, by_member)
     pitfalls = _pitfalls(members, by_member, causes)
-    name = clip(topic[:1].upper() + topic[1:], 80) if topic else "Untitled skill"
+    # the topic's terms ("docker · requirements.txt") are not a title: they read as a list
+    if "·" in topic:
+        name = clip("Working with " + ", ".join(t.strip() for t in topic.split("·") if t.strip()), 80)
+    else:
+        name = clip(topic[:1].upper() + topic[1:], 80) if topic else "Untitled skill"
     return {
         "name": name,
         "description": _description(name, sorted(kept, key=lambda g: (-g.support, g.first)), len(members)),

@@ -31,6 +31,7 @@ import numpy as np
 
 from ultron.heuristics.candidates import CONTENT_CHARS, CONTEXT_CHARS, PROCEDURE_CHARS, RESOLUTION_CHARS, candidate, dedupe
 from ultron.heuristics.extract import generalise_segment
+from ultron.heuristics.phrasing import as_instruction, is_lookup, reports_change, step_of_call, without_opener
 from ultron.heuristics.text import clip, norm_key
 from ultron.learned.corpus import THIRD_PARTY
 from ultron.learned.linear import HashedLinear
@@ -48,6 +49,8 @@ SEGMENT_THRESHOLD = 0.4
 GATE_THRESHOLD = 0.35
 GATE_SEGMENT_THRESHOLD = 0.3
 GROUP_GAP = 2
+#: shapes whose lesson is what was wrong and whose resolution is the fix
+FIX_SHAPES = ("error_fix", "prose_fix", "security")
 
 
 @dataclass
@@ -281,13 +284,20 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
     prose = [x for x in picked if x[2] == "text" and _statement(x[3])]
     if not prose or prose[0][0] < CONTENT_MIN:
         return None            # nothing in these turns states a lesson: no memory
-    content = _whole(units[prose[0][1]], prose[0][3])
+    content = without_opener(_whole(units[prose[0][1]], prose[0][3]))
     # a correction's resolution is what was done once the principal set the agent right: the
     # rejected attempt before it is the very thing not to do
     after = _corrected_at(units, group) if f.shape == "correction" else -1
     rest = [s for p, k, kind, s in prose[1:] if p >= RESOLUTION_MIN and norm_key(s) != norm_key(content)
             and (k >= after or units[k].role == "user")]
     rest = rest[:RESOLUTION_LINES]
+    if f.shape in FIX_SHAPES and reports_change(content):
+        # "Moved X and rebuilt …" is what was done; the lesson is what was wrong, when a line says it
+        cause = next((s for s in rest if not reports_change(s)), None)
+        if cause is not None:
+            rest = [content] + [s for s in rest if s is not cause]
+            content = without_opener(cause)
+    rest = [as_instruction(s) for s in rest]
     context_parts = []
     if f.shape in ("error_fix", "prose_fix", "security"):
         err = _error_line(units, group)
@@ -297,8 +307,13 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
     if task:
         context_parts.append(task)
     resolution = " ".join(rest)
-    steps = [clip(s, 220) for p, k, kind, s in sorted((x for x in picked if x[2] == "call"), key=lambda x: x[1])
-             if (p >= RESOLUTION_MIN or f.shape in ("error_fix", "procedure")) and k > after][:MAX_STEPS]
+    # a step says what to do with its substance; a call that only looked something up is not one
+    calls = {c.gist(): c for k in span for c in units[k].calls}
+    steps = [step_of_call(c.name, c.args, s) if c else clip(s, 220)
+             for p, k, kind, s in sorted((x for x in picked if x[2] == "call"), key=lambda x: x[1])
+             for c in [calls.get(s)]
+             if (p >= RESOLUTION_MIN or f.shape in ("error_fix", "procedure")) and k > after
+             and not (c and is_lookup(c.name, s))][:MAX_STEPS]
     if steps:
         resolution = (resolution + "\n" + "\n".join(f"{i + 1}. {s}" for i, s in enumerate(steps))).strip()
     tools = sorted({c.name for k in span for c in units[k].calls})[:5]

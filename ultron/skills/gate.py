@@ -27,6 +27,7 @@ The score in [0, 1] weighs what a reader of the skill cares about:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence, TypeVar
 
@@ -81,9 +82,15 @@ def member_words(members: Sequence[dict[str, Any]]) -> dict[str, set[str]]:
             for m in members}
 
 
+#: the words a skill's own frame adds around what its memories say ("check X against the causes
+#: under Decision branches", "confirm the fix: `cmd`", "(sign: `error`)"): not claims to ground
+FRAME = tokens("check against the causes under decision branches and apply the fix of the cause that matches "
+               "confirm sign")
+
+
 def _support(text: str, evidence: Sequence[str], words: dict[str, set[str]]) -> tuple[float, list[str], list[str]]:
     """(best overlap, supporting ids, unknown ids) of one cited text."""
-    mine = tokens(text)
+    mine = tokens(text) - FRAME
     unknown = [e for e in evidence if e not in words]
     overlaps = {e: containment(mine, words[e]) for e in evidence if e in words}
     supporting = [e for e, o in overlaps.items() if o >= MIN_OVERLAP]
@@ -177,6 +184,42 @@ def structure_problems(skill_md: str, slug: str, draft: SkillDraft) -> list[str]
     return problems
 
 
+_TOOL_TRACE = re.compile(r"^[A-Za-z_][\w.-]*\s+(?:\{|[A-Za-z_]\w*=)")
+_TALK = re.compile(r"^(?:I\b|I'|Your\b|You(?:'re| are)\b|Unfortunately|Sorry|We\b|Let me|Thank)|\?\s*$")
+_CODE_NAME = re.compile(r"\b[A-Z][A-Z0-9]*-\d+\b|\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,10}\b")
+
+
+def _cut(text: str) -> bool:
+    t = text.rstrip()
+    return t.endswith(("…", ":", ",", ";")) and t.count("`") % 2 == 0 and not t.endswith("…`")
+
+
+def reader_problems(draft: SkillDraft, members: Sequence[dict[str, Any]]) -> list[str]:
+    """What a reader of the skill would fail it for (``docs/rubric.md``, skills), where a
+    program can tell: a title that is a list of topic terms; no step that two memories
+    share (anecdotes side by side, not a procedure); a step that is a raw tool call, talks
+    to someone instead of saying what to do, or is cut off; a branch keyed by one case's
+    code (a booking reference, a ticket key) instead of a symptom."""
+    out: list[str] = []
+    if "·" in draft.name:
+        out.append(f"the title {clip(draft.name, 60)!r} lists topic terms instead of naming what the skill does")
+    if len(members) >= 2 and draft.steps and not any(len(s.evidence) >= 2 for s in draft.steps):
+        out.append("no step is shared by two memories: the skill retells cases instead of distilling them")
+    for i, step in enumerate(draft.steps, 1):
+        text = step.text.strip()
+        if _TOOL_TRACE.match(text) and "`" not in text:
+            out.append(f"step {i} is a raw tool call: {clip(text, 60)!r}")
+        elif _TALK.search(text):
+            out.append(f"step {i} talks to someone instead of saying what to do: {clip(text, 60)!r}")
+        elif _cut(text):
+            out.append(f"step {i} is cut off: {clip(text, 60)!r}")
+    for i, b in enumerate(draft.branches, 1):
+        name = _CODE_NAME.search(b.condition)
+        if name:
+            out.append(f"decision branch {i} is keyed by one case's name {name.group(0)!r}, not a symptom")
+    return out
+
+
 def soft_structure(draft: SkillDraft) -> float:
     checks = (bool(draft.when_to_use), len(draft.steps) >= 2, bool(draft.pitfalls or draft.branches),
               len(draft.description.strip()) >= 20, all(len(s.text) <= 300 for s in draft.steps))
@@ -186,7 +229,7 @@ def soft_structure(draft: SkillDraft) -> float:
 def evaluate(grounding: Grounding, skill_md: str, slug: str, members: Sequence[dict[str, Any]]) -> GateResult:
     """Pass/fail with reasons, and the score. ``skill_md`` is the rendering of ``grounding.draft``."""
     draft = grounding.draft
-    reasons = structure_problems(skill_md, slug, draft) + grounding.problems
+    reasons = structure_problems(skill_md, slug, draft) + grounding.problems + reader_problems(draft, members)
     n = max(1, len(members))
     supporters = draft.cited_ids() & {m["id"] for m in members}
     steps = draft.steps

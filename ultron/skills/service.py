@@ -153,10 +153,12 @@ class SkillService:
             records = cluster_members(conn, cluster.id)
             members = [_member(r) for r in records]
             topic = redactor.redact(cluster.topic.strip()) or topic_from(members)
-            plan = self._plan(conn, cluster, topic, burned)
         member_ids = [m["id"] for m in members]
         draft = self._synthesize(topic, members, report)
         draft = draft.map_text(redactor.redact)
+        with self.db.engine.connect() as conn:
+            # a new skill is named after what it does (its title), not the cluster's topic terms
+            plan = self._plan(conn, cluster, draft.name.strip() or topic, burned)
         grounding = quality.ground(draft, members)
         header = SkillHeader(slug=plan.slug, version=plan.version, cluster_id=cluster.id, topic=topic,
                              parent_version=plan.parent_version, memory_ids=tuple(member_ids),
