@@ -15,6 +15,16 @@ flagged here, in tests and in ``benchmarks/guidance.py``:
   checked set knows;
 * ``same_as_sibling``: two memories of one segment that say the same thing.
 
+And for a skill (:func:`check_skill`, which the skill quality gate applies):
+
+* ``topic_title``: a title that lists topic terms ("Docker · requirements.txt") instead of
+  naming what the skill does;
+* ``unshared``: no step that two memories share: cases side by side, not a procedure;
+* ``bare_step`` / ``talk_step`` / ``cut_off``: a step that is a raw tool call, that talks
+  to someone ("Unfortunately, I cannot …") instead of saying what to do, or that stops
+  mid-thought;
+* ``instance_branch``: a decision branch keyed by one case's code instead of a symptom.
+
 Pure functions over plain dicts: ``{content, context, resolution, session, segment}``
 and, per memory, the person's requests of its segment.
 """
@@ -108,6 +118,42 @@ def check(memories: list[dict[str, Any]], requests: list[list[str]]) -> list[Fla
                 if containment(wa, wb) >= SAME:
                     flags.append(Flag("same_as_sibling", b, memories[a]["content"][:80]))
     return flags
+
+
+SKILL_CHECKS = ("topic_title", "unshared", "bare_step", "talk_step", "cut_off", "instance_branch")
+_TOOL_TRACE = re.compile(r"^[A-Za-z_][\w.-]*\s+(?:\{|[A-Za-z_]\w*=)")
+_TALK = re.compile(r"^(?:I\b|I'|Your\b|You(?:'re| are)\b|Unfortunately|Sorry|We\b|Let me|Thank)|\?\s*$")
+
+
+def _cut_step(text: str) -> bool:
+    t = text.rstrip()
+    return t.endswith(("…", ":", ",", ";")) and t.count("`") % 2 == 0 and not t.endswith("…`")
+
+
+def check_skill(name: str, steps: Iterable[tuple[str, Iterable[str]]], conditions: Iterable[str],
+                members: int) -> list[tuple[str, str]]:
+    """The flags of one skill: its title, its steps as (text, cited ids), its branches'
+    conditions, and how many memories it was made from."""
+    out: list[tuple[str, str]] = []
+    steps = [(t, tuple(e)) for t, e in steps]
+    if "·" in name:
+        out.append(("topic_title", f"the title {name[:60]!r} lists topic terms instead of naming what the skill does"))
+    if members >= 2 and steps and not any(len(e) >= 2 for _, e in steps):
+        out.append(("unshared", "no step is shared by two memories: the skill retells cases instead of distilling them"))
+    for i, (text, _) in enumerate(steps, 1):
+        text = text.strip()
+        if _TOOL_TRACE.match(text) and "`" not in text:
+            out.append(("bare_step", f"step {i} is a raw tool call: {text[:60]!r}"))
+        elif _TALK.search(text):
+            out.append(("talk_step", f"step {i} talks to someone instead of saying what to do: {text[:60]!r}"))
+        elif _cut_step(text):
+            out.append(("cut_off", f"step {i} is cut off: {text[:60]!r}"))
+    for i, cond in enumerate(conditions, 1):
+        code = _NAMEISH.search(cond)
+        if code:
+            out.append(("instance_branch", f"decision branch {i} is keyed by one case's name {code.group(0)!r}, "
+                                           "not a symptom"))
+    return out
 
 
 def counts(flags: Iterable[Flag]) -> dict[str, int]:

@@ -21,6 +21,8 @@ from collections import Counter
 from difflib import SequenceMatcher
 from typing import Iterable, Sequence
 
+import json_repair
+
 _I = re.IGNORECASE
 
 #: a conversational opener before the lesson proper ("Found it: …", "OK, so …")
@@ -94,10 +96,24 @@ def as_instruction(sentence: str) -> str:
     return head if head.endswith((".", "!", ")")) else head + "."
 
 
+#: a command's read-only subcommand or flag ("gh gist view", "kubectl get", "claude --help")
+_LOOKUP_SUB = re.compile(r"^\s*[\w.-]+(?:\s+[\w.-]+)?\s+(?:view|list|ls|show|status|get|describe|logs|inspect|info|"
+                         r"help|version)\b|\s--(?:help|version)\b|\|\s*(?:head|tail|less|grep)\b", _I)
+#: output written to a file (not "2>&1")
+_WRITES = re.compile(r"(?<![0-9&])>(?!&)|\|\s*(?:tee|sh|bash)\b")
+#: the harness's own tools: asking the person, plans, to-do lists, background shells
+_HARNESS_TOOL = re.compile(r"^(?:AskUser\w*|TodoWrite|TodoRead|ExitPlanMode|EnterPlanMode|KillShell|KillBash|"
+                           r"BashOutput|TaskOutput)$")
+
+
 def is_lookup(name: str, gist: str = "") -> bool:
-    """A call that only looked something up: a read-only tool, or a read-only shell command."""
+    """A call that is no step of a fix: a read-only tool or shell command, or the harness's
+    own bookkeeping (asking the person, plan mode, to-do lists)."""
+    if _HARNESS_TOOL.match(name or ""):
+        return True
     if gist and gist != name and not gist.startswith(name + " "):
-        return bool(_LOOKUP_CMD.match(gist))          # the gist is the command itself
+        # the gist is the command itself
+        return bool(_LOOKUP_CMD.match(gist) or (_LOOKUP_SUB.search(gist) and not _WRITES.search(gist)))
     return bool(_LOOKUP_TOOL.match(name or "")) and not re.search(r"write|edit|create|update|delete|set", name, _I)
 
 
@@ -109,10 +125,13 @@ _OLD_KEYS = ("old_string", "old_str")
 def step_of_call(name: str, args: str, gist: str, limit: int = 220) -> str:
     """A call as a step with its substance: a file edit says which file and what it now holds
     ("Edit src/dates.py: replace `a` with `b`"); anything else is its command or gist."""
-    try:
-        data = json.loads(args) if args and args.lstrip().startswith("{") else None
-    except ValueError:
-        data = None
+    data = None
+    if args and args.lstrip().startswith("{"):
+        try:
+            data = json.loads(args)
+        except ValueError:
+            # arguments cut short where they were stored: what survives still names the file
+            data = json_repair.loads(args)
     if isinstance(data, dict):
         path = next((str(data[k]) for k in _PATH_KEYS if isinstance(data.get(k), str) and data[k].strip()), "")
         new = next((str(data[k]) for k in _NEW_KEYS if isinstance(data.get(k), str) and data[k].strip()), "")

@@ -32,7 +32,8 @@ import numpy as np
 from ultron.heuristics.candidates import CONTENT_CHARS, CONTEXT_CHARS, PROCEDURE_CHARS, RESOLUTION_CHARS, candidate, dedupe
 from ultron.heuristics.extract import generalise_segment
 from ultron.heuristics.phrasing import as_instruction, is_lookup, reports_change, step_of_call, without_opener
-from ultron.heuristics.text import clip, norm_key
+from ultron.heuristics.checker import RESTATES
+from ultron.heuristics.text import clip, norm_key, words
 from ultron.learned.corpus import THIRD_PARTY
 from ultron.learned.linear import HashedLinear
 from ultron.vocabulary import LESSON_SHAPE_TYPES, LESSON_SHAPES
@@ -266,6 +267,14 @@ def _whole(unit: Unit, line: str) -> str:
     return out
 
 
+def _restates(line: str, units: list[Unit]) -> bool:
+    """Is the line (most of) the segment's opening request? (the mechanical check of
+    :mod:`ultron.heuristics.checker`, applied before a line becomes a memory)."""
+    opening = next((u.text for u in units if u.role == "user"), "")
+    mine = words(line)
+    return bool(mine) and len(mine & words(opening)) / len(mine) >= RESTATES
+
+
 def _corrected_at(units: list[Unit], group: list[int]) -> int:
     """The unit of the principal's correcting turn (the group's first person's turn), or -1."""
     return next((k for k in group if units[k].role == "user"), -1)
@@ -282,6 +291,9 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
                    if 0 <= k < len(units) and not _customer(units[k], f.served)})
     picked = _pick(units, span, f.shape)
     prose = [x for x in picked if x[2] == "text" and _statement(x[3])]
+    if f.shape in FIX_SHAPES + ("procedure",):
+        # the request that opened the segment is the task, not what was learned doing it
+        prose = [x for x in prose if not _restates(x[3], units)]
     if not prose or prose[0][0] < CONTENT_MIN:
         return None            # nothing in these turns states a lesson: no memory
     content = without_opener(_whole(units[prose[0][1]], prose[0][3]))

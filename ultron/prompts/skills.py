@@ -8,16 +8,22 @@ from ultron.llm.tokens import count_tokens, truncate_to_tokens
 from ultron.prompts.render import memory_text
 
 SKILL_SYSTEM = """You turn a cluster of related memories of AI agents (problems met and how they were solved) into one
-reusable skill: a procedure another agent can follow. Use only what the memories say; invent nothing.
-Each memory has a reference like m1. Every step is an action taken from the memories' resolutions and cites, in
-"evidence", the references of the memories it comes from. Merge steps that say the same thing and order them as they
-should be done. Pitfalls: errors and mistakes to avoid, from the memories. Decision branches: where memories in
-different contexts were resolved differently, one branch per context.
+reusable skill: a procedure another agent can follow (docs/rubric.md, "Skills"). Use only what the memories say;
+invent nothing. Each memory has a reference like m1.
+- name: the capability, as a title an agent would search for ("Fix ModuleNotFoundError when a container crashes on
+  start"), never a list of topic words.
+- description and when_to_use: the symptoms an agent can observe (an error text, a situation, a kind of request).
+- steps: concrete and ordered, each with its substance (the command with its arguments, the file and the change, the
+  setting and its value), merged across the memories and generalised: no one session's names (containers, images,
+  customers, ids). No look-ups or narration as steps. Every step cites, in "evidence", the memories it comes from.
+- pitfalls: things that go wrong, each with the sign that shows it.
+- decision branches: from an observable symptom or cause to the action that fixes it, one per distinct cause.
+Leave out memories of another domain or task than the rest: they do not belong in this skill.
 Answer with JSON only:
-{"name": "short title", "description": "one or two sentences: what the skill does and when to use it",
- "when_to_use": ["situation", ...], "steps": [{"text": "imperative step", "evidence": ["m1", "m3"]}],
- "pitfalls": [{"text": "what goes wrong and how to avoid it", "evidence": ["m2"]}],
- "decision_branches": [{"if": "context", "then": "what to do", "evidence": ["m4"]}]}"""
+{"name": "capability title", "description": "one or two sentences: what the skill does and when to use it",
+ "when_to_use": ["observable symptom or situation", ...], "steps": [{"text": "imperative step", "evidence": ["m1", "m3"]}],
+ "pitfalls": [{"text": "what goes wrong, and its sign", "evidence": ["m2"]}],
+ "decision_branches": [{"if": "observable symptom or cause", "then": "what to do", "evidence": ["m4"]}]}"""
 SKILL_ITEMS_MAX = 40
 SKILL_TEXT_MAX = 1000
 

@@ -27,10 +27,10 @@ The score in [0, 1] weighs what a reader of the skill cares about:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence, TypeVar
 
+from ultron.heuristics.checker import check_skill
 from ultron.skills.draft import Branch, Cited, SkillDraft
 from ultron.skills.render import SECTIONS, parse_skill_md
 from ultron.heuristics.skill_text import clip, containment, tokens
@@ -184,40 +184,11 @@ def structure_problems(skill_md: str, slug: str, draft: SkillDraft) -> list[str]
     return problems
 
 
-_TOOL_TRACE = re.compile(r"^[A-Za-z_][\w.-]*\s+(?:\{|[A-Za-z_]\w*=)")
-_TALK = re.compile(r"^(?:I\b|I'|Your\b|You(?:'re| are)\b|Unfortunately|Sorry|We\b|Let me|Thank)|\?\s*$")
-_CODE_NAME = re.compile(r"\b[A-Z][A-Z0-9]*-\d+\b|\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,10}\b")
-
-
-def _cut(text: str) -> bool:
-    t = text.rstrip()
-    return t.endswith(("…", ":", ",", ";")) and t.count("`") % 2 == 0 and not t.endswith("…`")
-
-
 def reader_problems(draft: SkillDraft, members: Sequence[dict[str, Any]]) -> list[str]:
-    """What a reader of the skill would fail it for (``docs/rubric.md``, skills), where a
-    program can tell: a title that is a list of topic terms; no step that two memories
-    share (anecdotes side by side, not a procedure); a step that is a raw tool call, talks
-    to someone instead of saying what to do, or is cut off; a branch keyed by one case's
-    code (a booking reference, a ticket key) instead of a symptom."""
-    out: list[str] = []
-    if "·" in draft.name:
-        out.append(f"the title {clip(draft.name, 60)!r} lists topic terms instead of naming what the skill does")
-    if len(members) >= 2 and draft.steps and not any(len(s.evidence) >= 2 for s in draft.steps):
-        out.append("no step is shared by two memories: the skill retells cases instead of distilling them")
-    for i, step in enumerate(draft.steps, 1):
-        text = step.text.strip()
-        if _TOOL_TRACE.match(text) and "`" not in text:
-            out.append(f"step {i} is a raw tool call: {clip(text, 60)!r}")
-        elif _TALK.search(text):
-            out.append(f"step {i} talks to someone instead of saying what to do: {clip(text, 60)!r}")
-        elif _cut(text):
-            out.append(f"step {i} is cut off: {clip(text, 60)!r}")
-    for i, b in enumerate(draft.branches, 1):
-        name = _CODE_NAME.search(b.condition)
-        if name:
-            out.append(f"decision branch {i} is keyed by one case's name {name.group(0)!r}, not a symptom")
-    return out
+    """What a reader of the skill would fail it for, where a program can tell
+    (:func:`ultron.heuristics.checker.check_skill`: one home for the mechanical checks)."""
+    return [detail for _, detail in check_skill(draft.name, ((s.text, s.evidence) for s in draft.steps),
+                                                (b.condition for b in draft.branches), len(members))]
 
 
 def soft_structure(draft: SkillDraft) -> float:
