@@ -75,6 +75,22 @@ class Pipeline:
             self.signals = lambda msgs, task_type: lesson_signals(msgs)
         self.score_ms: list[float] = []
         self.extract_ms: list[float] = []
+        self.repeats = None
+
+    def index(self, datas: list[bytes]) -> None:
+        """Count the harness's repeated opening sentences over a set of sessions, as the
+        pipeline counts them over its store: the extractor then reads segments without them."""
+        try:
+            from ultron.learned.units import RepeatIndex, opening_keys
+        except ImportError:       # an older checkout: no harness stripping
+            return
+        from ultron.sessions.parsing import SessionParser
+
+        counts: dict[int, int] = {}
+        for data in datas:
+            for k in opening_keys(list(SessionParser().messages(io.BytesIO(data)))):
+                counts[k] = counts.get(k, 0) + 1
+        self.repeats = RepeatIndex(counts)
 
     def memories(self, data: bytes) -> list[dict[str, Any]]:
         from ultron.heuristics import score_trajectory
@@ -98,16 +114,24 @@ class Pipeline:
             metrics = score_trajectory(msgs, judge=self.provider.judge(msgs),
                                        judge_weight=self.settings.quality_judge_weight)
             summary = metrics["summary"]
-            summary.update(self.signals(msgs, summary.get("task_type")))
+            read = msgs       # what the lesson model reads: the harness's repeated text out
+            if self.repeats is not None:
+                from ultron.learned.units import strip_repeated
+                read = strip_repeated(msgs, self.repeats)
+            summary.update(self.signals(read, summary.get("task_type")))
             self.score_ms.append((time.perf_counter() - t0) * 1000)
             if not self.selection.is_extractable(summary, self.settings):
                 continue
             t0 = time.perf_counter()
-            cands = self.provider.extract_memories(msgs, summary["task_type"])
+            cands = self.provider.extract_memories(read, summary["task_type"])
+            system = next((m.content for m in messages if m.role == "system" and isinstance(m.content, str)), "")
             try:
-                keep = self.selection.select(cands, summary, self.settings, msgs)
-            except TypeError:    # an older checkout: no worth check
-                keep = self.selection.select(cands, summary, self.settings)
+                keep = self.selection.select(cands, summary, self.settings, msgs, system)
+            except TypeError:    # an older checkout: no system-prompt check, or no worth check either
+                try:
+                    keep = self.selection.select(cands, summary, self.settings, msgs)
+                except TypeError:
+                    keep = self.selection.select(cands, summary, self.settings)
             for c in keep:
                 typ = c.get("type_hint") or self.provider.classify_memory(c["content"], c["context"],
                                                                           c["resolution"], c["tags"])
@@ -141,9 +165,10 @@ def evaluate(pipe: Pipeline, specs: list[dict[str, Any]]) -> list[dict[str, Any]
     """One row per lesson (and one per negative session)."""
     tr = _transcripts()
     rows = []
-    for spec in specs:
-        fmt = spec.get("format") or "openai"
-        mems = pipe.memories(tr.render_jsonl(spec, fmt).encode("utf-8"))
+    rendered = [tr.render_jsonl(spec, spec.get("format") or "openai").encode("utf-8") for spec in specs]
+    pipe.index(rendered)
+    for spec, data in zip(specs, rendered):
+        mems = pipe.memories(data)
         used: set[int] = set()
         tp = sum(1 for m in mems if _third_party_hit(m, spec))
         if not spec["lessons"]:
@@ -356,6 +381,7 @@ def shared(pipe: Pipeline, show: bool, dump: str | None = None) -> dict[str, Any
     if show:
         print("\nMemories kept from ../shared/data (type, confidence, content | resolution)")
     counts: dict[str, int] = defaultdict(int)
+    pipe.index([path.read_bytes() for path in files])
     for path in files:
         mems = pipe.memories(path.read_bytes())
         counts[path.parent.name] += len(mems)

@@ -119,13 +119,31 @@ def _cluster_sorted(x: np.ndarray, min_cluster_size: int, min_samples: int | Non
 
 
 def single_topic(x: np.ndarray, cosine: float, min_cluster_size: int) -> np.ndarray:
-    """One cluster of the rows within ``cosine`` of their centre (centre refined once), or all noise."""
+    """One cluster of the rows within ``cosine`` of their centre (centre refined once), or all noise.
+
+    The search starts from the densest small group (the row whose ``min_cluster_size - 1``
+    nearest rows are closest, with them), not from the centre of everything: a small store of one topic plus
+    a few unrelated memories would otherwise have its centre pulled away by them."""
     labels = np.full(len(x), NOISE, dtype=np.int64)
-    inside = np.ones(len(x), dtype=bool)
-    for _ in range(2):
-        if inside.sum() < min_cluster_size:
-            return labels
-        inside = x @ centroid(x[inside]).astype(np.float64) >= cosine
+    if len(x) < min_cluster_size:
+        return labels
+    sims = x @ x.T
+    k = min_cluster_size - 1
+    nearest = np.sort(sims, axis=1)[:, ::-1][:, 1:k + 1]      # each row's k closest others
+    seed = int(np.argmax(nearest.sum(axis=1)))
+    inside = np.zeros(len(x), dtype=bool)
+    inside[np.argsort(-sims[seed], kind="stable")[:k + 1]] = True
+    # grow the group one row at a time (the closest to its centre) while every member stays
+    # within ``cosine`` of the centre: a group of loosely similar memories has a tight centre
+    while not inside.all():
+        centre = centroid(x[inside]).astype(np.float64)
+        closest = int(np.argmax(np.where(inside, -np.inf, x @ centre)))
+        trial = inside.copy()
+        trial[closest] = True
+        if (x[trial] @ centroid(x[trial]).astype(np.float64)).min() < cosine:
+            break
+        inside = trial
+    inside &= x @ centroid(x[inside]).astype(np.float64) >= cosine
     if inside.sum() >= min_cluster_size:
         labels[inside] = 0
     return labels

@@ -113,6 +113,13 @@ def message_after(conn: sa.Connection, seg: SegmentRow) -> Message | None:
     return Message(**row._mapping) if row is not None else None
 
 
+def system_prompt(conn: sa.Connection, seg: SegmentRow) -> str:
+    """The session's system prompt (its first system message), whichever segment this is."""
+    row = conn.execute(sa.text(_MESSAGES + "m.role = 'system' ORDER BY m.seq LIMIT 1"),
+                       {"a": seg.agent_id, "f": seg.session_file}).first()
+    return row.content if row is not None and isinstance(row.content, str) else ""
+
+
 def current_hash(conn: sa.Connection, record_id: str) -> str | None:
     return conn.execute(sa.text("SELECT content_hash FROM trajectory_records WHERE id = :id"),
                         {"id": record_id}).scalar_one_or_none()

@@ -19,7 +19,8 @@ And for a skill (:func:`check_skill`, which the skill quality gate applies):
 
 * ``topic_title``: a title that lists topic terms ("Docker · requirements.txt") instead of
   naming what the skill does;
-* ``unshared``: no step that two memories share: cases side by side, not a procedure;
+* ``unshared``: no step that two memories share (cases side by side, not a procedure), or
+  steps that rest on under a third of the memories (a cluster of several problems);
 * ``bare_step`` / ``talk_step`` / ``cut_off``: a step that is a raw tool call, that talks
   to someone ("Unfortunately, I cannot …") instead of saying what to do, or that stops
   mid-thought;
@@ -140,6 +141,10 @@ def check_skill(name: str, steps: Iterable[tuple[str, Iterable[str]]], condition
         out.append(("topic_title", f"the title {name[:60]!r} lists topic terms instead of naming what the skill does"))
     if members >= 2 and steps and not any(len(e) >= 2 for _, e in steps):
         out.append(("unshared", "no step is shared by two memories: the skill retells cases instead of distilling them"))
+    behind = {i for _, e in steps for i in e}
+    if members >= 4 and steps and 3 * len(behind) < members:
+        out.append(("unshared", f"the steps rest on {len(behind)} of {members} memories: the cluster is not one "
+                                "procedure"))
     for i, (text, _) in enumerate(steps, 1):
         text = text.strip()
         if _TOOL_TRACE.match(text) and "`" not in text:

@@ -82,7 +82,9 @@ def troubleshooting(topic: str, memories: Sequence[dict[str, Any]]) -> dict[str,
         kind = ""
     if len(cases) < 2:
         return None
-    symptom = common_form([c.error for c in cases if c.error]) if any(c.error for c in cases) else ""
+    errors = [c.error for c in cases if c.error]
+    # the symptom is the error most cases show, the parts that differ as "…"; too little shared is none
+    symptom = _shared(errors) if 2 * len(errors) > len(cases) else ""
     situation = _situation([c.situation for c in cases if c.situation])
     name = _title(kind, situation, topic)
     steps = _steps(cases)
@@ -105,9 +107,9 @@ def troubleshooting(topic: str, memories: Sequence[dict[str, Any]]) -> dict[str,
             "pitfalls": pitfalls, "branches": branches}
 
 
-def _situation(texts: list[str]) -> str:
-    """The request the cases share, its differing names shown as "…" ("The … container
-    crashes on start."), or "" when little is shared."""
+def _shared(texts: list[str]) -> str:
+    """What the texts share, their differing names shown as "…" ("The … container crashes on
+    start."), or "" when little is shared (fewer than three words, or under half of it)."""
     if len(texts) < 2:
         return ""
     form = common_form(texts)
@@ -115,6 +117,10 @@ def _situation(texts: list[str]) -> str:
     if len(words) < 3 or len(words) < 0.5 * len(form.split()):
         return ""
     return form
+
+
+def _situation(texts: list[str]) -> str:
+    return _shared(texts)
 
 
 def _generic(situation: str) -> str:

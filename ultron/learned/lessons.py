@@ -37,7 +37,7 @@ from ultron.heuristics.text import clip, norm_key, words
 from ultron.learned.corpus import THIRD_PARTY
 from ultron.learned.linear import HashedLinear
 from ultron.vocabulary import LESSON_SHAPE_TYPES, LESSON_SHAPES
-from ultron.learned.units import Unit, featurize, segment_tokens, sentence_tokens, sentences_of, units_of
+from ultron.learned.units import ERROR_LINE, Unit, featurize, segment_tokens, sentence_tokens, sentences_of, units_of
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "lessons.npz"
 SHAPES = LESSON_SHAPES
@@ -267,12 +267,29 @@ def _whole(unit: Unit, line: str) -> str:
     return out
 
 
-def _restates(line: str, units: list[Unit]) -> bool:
+_TOOL_SAID = re.compile(r"\b\w+(?:Exception|Error)\b|^(?:[\w.-]+:\s*)?(?:error|fatal|hint|warning|E)\b[:\s]|^\$ ")
+
+
+def _pasted_error(units: list[Unit]) -> str:
+    """The error line the person pasted into the opening request, when no call failed: what a
+    reader would search for, kept in the context (the request itself is not the lesson)."""
+    opening = next((u for u in units if u.role == "user"), None)
+    lines = [ln.strip().strip("`").strip() for ln in (opening.text if opening else "").splitlines()]
+    hits = [ln for ln in lines if ln and ERROR_LINE.search(ln)]
+    # the tool's own error lines ("…Exception: …", "fatal: …", "hint: …") before the person's prose about them
+    named = [ln for ln in hits if _TOOL_SAID.search(ln)]
+    return " ".join(ln[:240] for ln in (named or hits)[:2])
+
+
+def _restates(line: str, units: list[Unit], whole: bool = False) -> bool:
     """Is the line (most of) the segment's opening request? (the mechanical check of
-    :mod:`ultron.heuristics.checker`, applied before a line becomes a memory)."""
-    opening = next((u.text for u in units if u.role == "user"), "")
+    :mod:`ultron.heuristics.checker`, applied before a line becomes a memory). ``whole``: is
+    it the request itself, not one sentence of it?"""
+    opening = words(next((u.text for u in units if u.role == "user"), ""))
     mine = words(line)
-    return bool(mine) and len(mine & words(opening)) / len(mine) >= RESTATES
+    if not mine or not opening or len(mine & opening) / len(mine) < RESTATES:
+        return False
+    return not whole or len(mine & opening) / len(opening) >= RESTATES
 
 
 def _corrected_at(units: list[Unit], group: list[int]) -> int:
@@ -291,9 +308,10 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
                    if 0 <= k < len(units) and not _customer(units[k], f.served)})
     picked = _pick(units, span, f.shape)
     prose = [x for x in picked if x[2] == "text" and _statement(x[3])]
-    if f.shape in FIX_SHAPES + ("procedure",):
-        # the request that opened the segment is the task, not what was learned doing it
-        prose = [x for x in prose if not _restates(x[3], units)]
+    # the request that opened the segment is the task, not what was learned doing it: for a
+    # fix or a procedure no line of it is the lesson; for a wish or a correction, the request
+    # as a whole is not (a standing wish stated in passing, one sentence of it, can be)
+    prose = [x for x in prose if not _restates(x[3], units, whole=f.shape not in FIX_SHAPES + ("procedure",))]
     if not prose or prose[0][0] < CONTENT_MIN:
         return None            # nothing in these turns states a lesson: no memory
     content = without_opener(_whole(units[prose[0][1]], prose[0][3]))
@@ -312,7 +330,7 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
     rest = [as_instruction(s) for s in rest]
     context_parts = []
     if f.shape in ("error_fix", "prose_fix", "security"):
-        err = _error_line(units, group)
+        err = _error_line(units, group) or _pasted_error(units)
         if err and err not in content:
             context_parts.append(err if err.lower().startswith("error") else "Error: " + err)
     task = d.task_context(units[group[0]].msg)

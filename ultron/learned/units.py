@@ -39,7 +39,7 @@ from ultron.heuristics.text import sentences
 from ultron.sessions.messages import Message
 
 _TOKEN = re.compile(r"[a-z][a-z0-9_]*|\d+")
-_ERROR_LINE = re.compile(r"error|exception|fail|denied|refused|not found|cannot|can't|invalid|fatal|traceback|"
+ERROR_LINE = re.compile(r"error|exception|fail|denied|refused|not found|cannot|can't|invalid|fatal|traceback|"
                          r"unable|missing|conflict|timeout|timed out|panic|warning", re.IGNORECASE)
 _CODE = re.compile(r"```|^\s{4}\S", re.MULTILINE)
 _LIST = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+\S", re.MULTILINE)
@@ -91,7 +91,7 @@ class Unit:
             if not c.error:
                 continue
             lines = [ln.strip() for ln in c.result.splitlines() if ln.strip()]
-            hit = [ln for ln in lines if _ERROR_LINE.search(ln)] or lines
+            hit = [ln for ln in lines if ERROR_LINE.search(ln)] or lines
             out.extend(ln[:240] for ln in hit[:n])
         return out[:n]
 
@@ -286,7 +286,7 @@ def sentence_tokens(sentence: str, unit: Unit, shape: str, position: int, kind: 
              f"s:len:{_bin(len(words), (4, 8, 15, 30, 60))}", f"s:{shape}:{r}", f"s:{shape}:{kind}"]
     if re.search(r"[`/=]|\w[._-]\w", sentence):
         toks.append("s:technical")
-    if _ERROR_LINE.search(sentence):
+    if ERROR_LINE.search(sentence):
         toks.append("s:errorish")
     return toks
 

@@ -60,10 +60,11 @@ def _extract_segment(memory: MemoryService, seg: segment_store.SegmentRow, resul
         # a harness's standing instructions are context, never a lesson: out before anything reads them
         keys = opening_keys(stored)
         messages = strip_repeated(stored, RepeatIndex(openings.session_counts(conn, keys)))
+        system = segment_store.system_prompt(conn, seg)
     try:
         candidates = memory.provider.extract_memories(messages, task_type)
         # the worth check reads the segment as stored: a restated standing instruction must be seen
-        keep = selection.select(candidates, (seg.metrics or {}).get("summary"), memory.settings, stored)
+        keep = selection.select(candidates, (seg.metrics or {}).get("summary"), memory.settings, stored, system)
         result.dropped_low_confidence = len(candidates) - len(keep)
         standard = ["trajectory", f"type:{task_type or 'other'}", f"segment:{seg.id[:8]}", f"agent:{seg.agent_id}"]
         prepared = []

@@ -15,14 +15,26 @@ no lesson is never read, so it yields nothing.
 Given the segment's messages (as stored: the system prompt unstripped), a candidate must
 also read as worth serving (:mod:`ultron.learned.worth`): not a retelling of one session,
 the request, a standing instruction, or a fix without its substance.
+
+And a candidate that says what the session's system prompt already says (a support agent
+reciting its policy to a customer: "basic economy flights cannot be modified") is the
+agent's context, not something it learned: every later session gets that prompt anyway.
+It is dropped when at least ``STANDING_SHARE`` of its content words are the prompt's.
+Measured on ../shared/data: agents' policy recitals share 0.57-0.85 of their words with
+the prompt, lessons learned in a session at most 0.11.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ultron.heuristics.text import words
 from ultron.learned import worth
 from ultron.settings import Settings
+
+STANDING_SHARE = 0.5
+#: a system prompt this short (a role line) states no rules a memory could recite
+STANDING_MIN_WORDS = 40
 
 
 def overall_score(summary: dict[str, Any] | None) -> float:
@@ -45,10 +57,22 @@ def needs_good_trajectory(c: dict[str, Any]) -> bool:
     return shape == "procedure" or (shape is None and c.get("confirmed") is not True)
 
 
+def recites_prompt(content: str, system: str) -> bool:
+    """Does the content say what the system prompt says (see the module docstring)?"""
+    prompt = words(system or "")
+    mine = words(content or "")
+    return len(prompt) >= STANDING_MIN_WORDS and bool(mine) and len(mine & prompt) / len(mine) >= STANDING_SHARE
+
+
 def select(candidates: list[dict[str, Any]], summary: dict[str, Any] | None, settings: Settings,
-           messages: list[Any] | None = None) -> list[dict[str, Any]]:
-    """The candidates to keep from one segment (``messages``: the segment, for the worth check)."""
+           messages: list[Any] | None = None, system: str | None = None) -> list[dict[str, Any]]:
+    """The candidates to keep from one segment (``messages``: the segment, for the worth check;
+    ``system``: the session's system prompt, else the segment's own)."""
     passed = overall_score(summary) >= settings.trajectory_memory_score_threshold
     out = [c for c in candidates if c["confidence"] >= settings.memory_min_confidence
            and (passed or not needs_good_trajectory(c))]
+    if system is None:
+        system = next((m.content for m in messages or () if getattr(m, "role", "") == "system"
+                       and isinstance(m.content, str)), "")
+    out = [c for c in out if not recites_prompt(c.get("content") or "", system)]
     return worth.keep(out, messages) if messages is not None and out else out
