@@ -36,6 +36,9 @@ def test_each_branch_runs_from_a_checkable_cause_to_its_fix():
     branches = {b["condition"]: b for b in skill["branches"]}
     assert branches["requirements.txt lists gunicorn only"]["action"] == \
         "Add flask to requirements.txt and rebuild the image."
+    # one case's version pin is not part of the lesson
+    assert branches["requirements.txt asks for 'yaml', but the import comes from PyYAML"]["action"] == \
+        "Replace yaml with PyYAML in requirements.txt and rebuild the image."
     assert branches["the build installs into /opt/venv but CMD runs the system python"]["evidence"] == ["m2"]
     # every pitfall is something that goes wrong, with the sign it gives
     assert all("(sign: `ModuleNotFoundError" in p["text"] for p in skill["pitfalls"])
@@ -44,7 +47,8 @@ def test_each_branch_runs_from_a_checkable_cause_to_its_fix():
 def test_steps_are_what_the_cases_share_with_one_case_names_generalised():
     skill = synthesize("docker", members())
     texts = [s["text"] for s in skill["steps"]]
-    assert texts[0].startswith("Check requirements.txt and Dockerfile against the causes")
+    assert texts[0] == "Read which name the error gives in place of the …: `ModuleNotFoundError: No module named '…'`."
+    assert texts[1].startswith("Check requirements.txt and Dockerfile against the causes")
     assert "Confirm the fix: `docker build -t … . && docker run --rm …`" in texts
     assert all(len(s["evidence"]) >= 2 for s in skill["steps"])
     assert check_skill(skill["name"], [(s["text"], s["evidence"]) for s in skill["steps"]],

@@ -91,7 +91,7 @@ def troubleshooting(topic: str, memories: Sequence[dict[str, Any]]) -> dict[str,
     if not steps or not (kind or symptom or situation):
         return None        # no symptom or nothing the cases share: not one problem
     branches = _branches(cases)
-    pitfalls = _pitfalls(cases)
+    pitfalls = _pitfalls(cases, symptom)
     when = []
     if symptom:
         when.append(f"You see `{symptom}`.")
@@ -150,6 +150,17 @@ def _title(kind: str, situation: str, topic: str) -> str:
                 100) if topic else "Troubleshooting"
 
 
+_PIN = re.compile(r"(?<=[A-Za-z0-9_\]])==\d[\w.]*")
+_SUFFIXED = re.compile(r"\bDockerfile\.[\w-]+")
+
+
+def _general(text: str) -> str:
+    """One case's specifics out of a skill's text: version pins ("flask==3.0.3" reads "flask")
+    and a file's one-off suffix ("Dockerfile.worker" reads "the Dockerfile")."""
+    text = _PIN.sub("", text)
+    return _SUFFIXED.sub("the Dockerfile", text).replace("the the Dockerfile", "the Dockerfile")
+
+
 def _short(text: str) -> str:
     return clip(_OUTCOME_TAIL.sub("", text).rstrip("."), 110)
 
@@ -162,6 +173,10 @@ def _steps(cases: list[_Case]) -> list[dict[str, Any]]:
         for f in file_names(" ".join([c.cause, c.fix])):
             named.setdefault(f, []).append(c.id)
     look = [f for f, who in sorted(named.items(), key=lambda kv: -len(kv[1])) if len(who) >= 2][:3]
+    symptom = _shared([c.error for c in cases if c.error])
+    if symptom and "…" in symptom:
+        who = [c.id for c in cases if c.error]
+        out.append({"text": f"Read which name the error gives in place of the …: `{symptom}`.", "evidence": who})
     if look:
         who = sorted({i for f in look for i in named[f]}, key=[c.id for c in cases].index)
         out.append({"text": f"Check {' and '.join(look)} against the causes under Decision branches, "
@@ -197,7 +212,8 @@ def _branches(cases: list[_Case]) -> list[dict[str, Any]]:
             edit = next((s for s in c.steps if s.startswith(("Write ", "In "))), "")
             if edit:
                 action = f"{action.rstrip('.')}: {edit}"
-        cond = _OUTCOME_TAIL.sub("", c.cause).rstrip(" .")
+        cond = _general(_OUTCOME_TAIL.sub("", c.cause).rstrip(" ."))
+        action = _general(action)
         same = next((b for b in out if near_duplicate(tokens(cond), tokens(b["condition"]))), None)
         if same:
             same["evidence"].append(c.id)
@@ -208,14 +224,16 @@ def _branches(cases: list[_Case]) -> list[dict[str, Any]]:
     return out[:MAX_BRANCHES]
 
 
-def _pitfalls(cases: list[_Case]) -> list[dict[str, Any]]:
-    """What goes wrong, each with the sign it gives."""
+def _pitfalls(cases: list[_Case], symptom: str = "") -> list[dict[str, Any]]:
+    """What goes wrong, each with the sign it gives (the shared symptom, else the case's error)."""
     out: list[dict[str, Any]] = []
     for c in cases:
         if not c.cause:
             continue
-        cause = _OUTCOME_TAIL.sub("", c.cause).rstrip(" .")
-        text = f"{cause}" + (f" (sign: `{c.error}`)" if c.error else "")
+        cause = _general(_OUTCOME_TAIL.sub("", c.cause).rstrip(" ."))
+        sign = symptom or c.error
+        cause = cause[:1].upper() + cause[1:] if cause.startswith("the ") else cause
+        text = f"{cause}" + (f" (sign: `{sign}`)" if sign else "")
         if any(near_duplicate(tokens(cause), tokens(p["text"])) for p in out):
             continue
         out.append({"text": clip(text, 260), "evidence": [c.id]})
