@@ -106,6 +106,11 @@ _HARNESS_TOOL = re.compile(r"^(?:AskUser\w*|TodoWrite|TodoRead|ExitPlanMode|Ente
                            r"BashOutput|TaskOutput)$")
 
 
+def is_harness(name: str) -> bool:
+    """The harness's own bookkeeping tool (asking the person, plan mode, to-do lists)."""
+    return bool(_HARNESS_TOOL.match(name or ""))
+
+
 def is_lookup(name: str, gist: str = "") -> bool:
     """A call that is no step of a fix: a read-only tool or shell command, or the harness's
     own bookkeeping (asking the person, plan mode, to-do lists)."""
@@ -136,12 +141,14 @@ def step_of_call(name: str, args: str, gist: str, limit: int = 220) -> str:
         path = next((str(data[k]) for k in _PATH_KEYS if isinstance(data.get(k), str) and data[k].strip()), "")
         new = next((str(data[k]) for k in _NEW_KEYS if isinstance(data.get(k), str) and data[k].strip()), "")
         old = next((str(data[k]) for k in _OLD_KEYS if isinstance(data.get(k), str) and data[k].strip()), "")
-        if path and new:
+        if new:
             body = " ".join(new.split())
-            if old:
+            if path and old:
                 text = f"In {path}: replace `{' '.join(old.split())}` with `{body}`"
-            else:
+            elif path:
                 text = f"Write {path}: `{body}`"
+            else:           # the path was cut off with the rest of the arguments
+                text = f"{name}: `{body}`"
             return _clip_code(text, limit)
     return _clip_code(gist, limit)
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from ultron.heuristics.candidates import CONTENT_CHARS, CONTEXT_CHARS, PROCEDURE_CHARS, RESOLUTION_CHARS, candidate, dedupe
 from ultron.heuristics.extract import generalise_segment
-from ultron.heuristics.phrasing import as_instruction, is_lookup, reports_change, step_of_call, without_opener
+from ultron.heuristics.phrasing import as_instruction, is_harness, is_lookup, reports_change, step_of_call, without_opener
 from ultron.heuristics.checker import RESTATES
 from ultron.heuristics.text import clip, norm_key, words
 from ultron.learned.corpus import THIRD_PARTY
@@ -232,7 +232,8 @@ def _error_line(units: list[Unit], group: list[int]) -> str:
     """The error text a reader would search for: a traceback's header says nothing, the
     exception line that ends it does."""
     for k in list(group) + [group[0] - 1, group[0] - 2]:
-        if 0 <= k < len(units):
+        # the harness refusing its own bookkeeping ("User chose to stay in plan mode") is no error
+        if 0 <= k < len(units) and not all(is_harness(c.name) for c in units[k].calls if c.error):
             lines = [ln for ln in units[k].error_lines(2) if not ln.startswith("Traceback (most recent call")]
             if lines:
                 return lines[0]
@@ -267,6 +268,8 @@ def _whole(unit: Unit, line: str) -> str:
     return out
 
 
+#: the agent announcing its next move ("I'll check …") or a ticket's heading ("INC-2231: …")
+_NOT_A_STATEMENT = re.compile(r"^\W*(?:(?i:let me|now i|i'?ll|i will|i'?m going to|first,? i)\b|[A-Z][A-Z0-9]*-\d+\b)")
 _TOOL_SAID = re.compile(r"\b\w+(?:Exception|Error)\b|^(?:[\w.-]+:\s*)?(?:error|fatal|hint|warning|E)\b[:\s]|^\$ ")
 
 
@@ -312,6 +315,11 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
     # fix or a procedure no line of it is the lesson; for a wish or a correction, the request
     # as a whole is not (a standing wish stated in passing, one sentence of it, can be)
     prose = [x for x in prose if not _restates(x[3], units, whole=f.shape not in FIX_SHAPES + ("procedure",))]
+    # a line that narrates the agent's next move or heads a ticket is no lesson's statement:
+    # the next best line states it, when one does
+    plain = [x for x in prose if not _NOT_A_STATEMENT.search(x[3])]
+    if plain and plain[0][0] >= CONTENT_MIN:
+        prose = plain + [x for x in prose if x not in plain]
     if not prose or prose[0][0] < CONTENT_MIN:
         return None            # nothing in these turns states a lesson: no memory
     content = without_opener(_whole(units[prose[0][1]], prose[0][3]))
