@@ -49,7 +49,7 @@ def test_steps_are_what_the_cases_share_with_one_case_names_generalised():
     texts = [s["text"] for s in skill["steps"]]
     assert texts[0] == "Read which name the error gives in place of the …: `ModuleNotFoundError: No module named '…'`."
     assert texts[1].startswith("Check requirements.txt and Dockerfile against the causes")
-    assert "Confirm the fix: `docker build -t … . && docker run --rm …`" in texts
+    assert "Confirm the fix: `docker build -t <name> . && docker run --rm <name>`" in texts
     assert all(len(s["evidence"]) >= 2 for s in skill["steps"])
     assert check_skill(skill["name"], [(s["text"], s["evidence"]) for s in skill["steps"]],
                        [b["condition"] for b in skill["branches"]], 4) == []

@@ -98,7 +98,10 @@ def as_instruction(sentence: str) -> str:
 
 #: a command's read-only subcommand or flag ("gh gist view", "kubectl get", "claude --help")
 _LOOKUP_SUB = re.compile(r"^\s*[\w.-]+(?:\s+[\w.-]+)?\s+(?:view|list|ls|show|status|get|describe|logs|inspect|info|"
-                         r"help|version)\b|\s--(?:help|version)\b|\|\s*(?:head|tail|less|grep)\b", _I)
+                         r"help|version)\b|\s--(?:help|version)\b", _I)
+#: what a command line opens with before its command: "cd dir &&", "FOO=1 "
+_PREAMBLE = re.compile(r"^\s*(?:cd\s+\S+\s*(?:&&|;)\s*|[A-Z_][A-Z0-9_]*=\S*\s+)+")
+_SED_PRINT = re.compile(r"^\s*sed\s+-n\b")
 #: output written to a file (not "2>&1")
 _WRITES = re.compile(r"(?<![0-9&])>(?!&)|\|\s*(?:tee|sh|bash)\b")
 #: the harness's own tools: asking the person, plans, to-do lists, background shells
@@ -117,8 +120,10 @@ def is_lookup(name: str, gist: str = "") -> bool:
     if _HARNESS_TOOL.match(name or ""):
         return True
     if gist and gist != name and not gist.startswith(name + " "):
-        # the gist is the command itself
-        return bool(_LOOKUP_CMD.match(gist) or (_LOOKUP_SUB.search(gist) and not _WRITES.search(gist)))
+        # the gist is the command itself; a pipe into head or grep does not make a run a look-up
+        cmd = _PREAMBLE.sub("", gist)
+        return bool(_LOOKUP_CMD.match(cmd) or _SED_PRINT.match(cmd)
+                    or (_LOOKUP_SUB.search(cmd) and not _WRITES.search(cmd)))
     return bool(_LOOKUP_TOOL.match(name or "")) and not re.search(r"write|edit|create|update|delete|set", name, _I)
 
 

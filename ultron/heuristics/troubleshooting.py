@@ -195,9 +195,19 @@ def _steps(cases: list[_Case]) -> list[dict[str, Any]]:
     need = max(2, math.ceil(len(cases) / 2))
     for words, variants, who in groups:
         if len(who) >= need:
-            out.append({"text": clip(f"Confirm the fix: `{common_form(variants).strip('`')}`", STEP_CHARS),
-                        "evidence": who})
+            out.append({"text": clip(f"Confirm the fix: `{_template(variants)}`", STEP_CHARS), "evidence": who})
     return out
+
+
+def _template(commands: list[str]) -> str:
+    """The command most cases ran, each one's own name as ``<name>``: "docker build -t api . &&
+    docker run --rm api" and "… -t etl . && … etl" read "docker build -t <name> . && docker run
+    --rm <name>". Variants of another shape (a compose run among plain runs) are left out."""
+    by_shape: dict[int, list[str]] = {}
+    for c in commands:
+        by_shape.setdefault(len(c.split()), []).append(c.strip("`"))
+    most = max(by_shape.values(), key=len)
+    return common_form(most).replace("…", "<name>")
 
 
 def _branches(cases: list[_Case]) -> list[dict[str, Any]]:
