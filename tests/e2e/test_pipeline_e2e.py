@@ -22,10 +22,14 @@ def test_shared_sessions_become_searchable_memories(client):
     extracted = svc.extract_memories_from_segments(batch_size=1000)
     assert extracted and all(r.status in ("extracted", "skipped") for r in extracted)
     stats = svc.memory.stats()
-    # the worth check keeps what reads as a lesson, not every retold line of these sessions
-    assert stats["active"] >= 5 and {"error", "pattern"} <= set(stats["by_type"])
+    # the worth check keeps what reads as a lesson, not every retold line of these sessions, and
+    # an airline agent reciting its own policy to a customer is context, not a lesson
+    assert stats["active"] >= 3 and "error" in stats["by_type"]
+    recited = svc.memory.search_memories("basic economy flights cannot be modified or cancelled", limit=10)
+    assert not [r for r in recited if "tau-airline" in (r.record.session_file or "")]
     assert svc.memory.run_tier_rebalance()["WARM"] > 0
-    results = svc.memory.search_memories("can a basic economy reservation be changed or cancelled", limit=5)
+    results = svc.memory.search_memories("run the claude CLI with a plugin directory to test a slash command",
+                                         limit=5)
     assert results and results[0].similarity_score > 0.3
     assert all(r.record.status == "active" for r in results)
     assert svc.get_trajectory_stats()["segments"]["memory_extracted"] == sum(

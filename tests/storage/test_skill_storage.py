@@ -350,7 +350,9 @@ def test_an_llm_skill_cites_memories_by_reference(client, llm_hub, server):
     assert pub["generator"] == "openai" and report.llm_calls == 1 and report.llm_fallbacks == 0
     prompt = server.requests[0]["messages"][1]["content"]
     assert "[m1]" in prompt and PANDAS[0][2] in prompt and "pandas missing in docker images" in prompt
-    md = llm_hub.get_skill("pandas-missing-in-docker-images")["skill_md"]
+    # a new skill is named after its title, not the cluster's topic
+    assert pub["slug"] == "get-pandas-into-the-docker-image"
+    md = llm_hub.get_skill(pub["slug"])["skill_md"]
     steps = parse_skill_md(md).sections["Steps"]
     assert "1. Add pandas to requirements.txt" in steps and ids[0] in steps and ids[2] in steps
     assert "# Get pandas into the Docker image" in md and "generator: openai" in md
