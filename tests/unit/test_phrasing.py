@@ -49,3 +49,9 @@ def test_what_several_wordings_share_shows_the_differences_as_an_ellipsis():
         == "docker build -t … ."
     assert common_form(["No module named 'redis'", "No module named 'flask'"]) == "No module named '…'"
     assert file_names("Dockerfile.worker copies requirements.txt after pip install") == ["Dockerfile", "requirements.txt"]
+
+
+def test_a_dry_run_only_looks():
+    assert is_lookup("Bash", "bq query --dry_run 'INSERT INTO t SELECT 1'")
+    assert is_lookup("Bash", "cd ~/repo && kubectl apply --dry-run=client -f deploy.yaml")
+    assert not is_lookup("Bash", "kubectl apply -f deploy.yaml")

@@ -101,6 +101,8 @@ _LOOKUP_SUB = re.compile(r"^\s*[\w.-]+(?:\s+[\w.-]+)?\s+(?:view|list|ls|show|sta
                          r"help|version)\b|\s--(?:help|version)\b", _I)
 #: what a command line opens with before its command: "cd dir &&", "FOO=1 "
 _PREAMBLE = re.compile(r"^\s*(?:cd\s+\S+\s*(?:&&|;)\s*|[A-Z_][A-Z0-9_]*=\S*\s+)+")
+#: a dry run changes nothing: it looks at what a command would do
+_DRY_RUN = re.compile(r"\s--?dry[-_]?run\b", _I)
 _SED_PRINT = re.compile(r"^\s*sed\s+-n\b")
 #: output written to a file (not "2>&1")
 _WRITES = re.compile(r"(?<![0-9&])>(?!&)|\|\s*(?:tee|sh|bash)\b")
@@ -122,7 +124,7 @@ def is_lookup(name: str, gist: str = "") -> bool:
     if gist and gist != name and not gist.startswith(name + " "):
         # the gist is the command itself; a pipe into head or grep does not make a run a look-up
         cmd = _PREAMBLE.sub("", gist)
-        return bool(_LOOKUP_CMD.match(cmd) or _SED_PRINT.match(cmd)
+        return bool(_LOOKUP_CMD.match(cmd) or _SED_PRINT.match(cmd) or _DRY_RUN.search(cmd)
                     or (_LOOKUP_SUB.search(cmd) and not _WRITES.search(cmd)))
     return bool(_LOOKUP_TOOL.match(name or "")) and not re.search(r"write|edit|create|update|delete|set", name, _I)
 

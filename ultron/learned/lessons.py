@@ -352,6 +352,10 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
              for c in [calls.get(s)]
              if (p >= RESOLUTION_MIN or f.shape in ("error_fix", "procedure")) and k > after
              and not (c and is_lookup(c.name, s))][:MAX_STEPS]
+    if f.shape == "preference":
+        # a standing wish is how to work, not what was done in this session: the calls made
+        # around it (reviewers found one that did the very thing the person then forbade) are no part of it
+        steps = []
     if steps:
         resolution = (resolution + "\n" + "\n".join(f"{i + 1}. {s}" for i, s in enumerate(steps))).strip()
     tools = sorted({c.name for k in span for c in units[k].calls})[:5]
