@@ -1,5 +1,9 @@
 """Offline skill synthesis: a cluster's memories turned into a procedure, with no model.
 
+A family of error fixes with one symptom is written up as a troubleshooting skill
+(:mod:`ultron.heuristics.troubleshooting`: symptom, where to look, cause → fix branches,
+how to confirm). Any other cluster goes the general way below.
+
 What a member memory gives:
 
 * **Steps** come from resolutions. Each resolution is cut into actionable units
@@ -42,10 +46,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ultron.heuristics.troubleshooting import troubleshooting
 from ultron.heuristics.skill_text import (clip, context_gist, display, first_sentence, generalize, is_actionable,
                                           is_question, jaccard, leading_verb, near_duplicate, ordered_terms,
                                           same_shape, split_actions, squash, tokens)
+from ultron.heuristics.troubleshooting import troubleshooting
 
 MAX_STEPS = 12
 MAX_PITFALLS = 8

@@ -85,9 +85,9 @@ def troubleshooting(topic: str, memories: Sequence[dict[str, Any]]) -> dict[str,
     errors = [c.error for c in cases if c.error]
     # the symptom is the error most cases show, the parts that differ as "…"; too little shared is none
     symptom = _shared(errors) if 2 * len(errors) > len(cases) else ""
-    situation = _situation([c.situation for c in cases if c.situation])
+    situation = _shared([c.situation for c in cases if c.situation])
     name = _title(kind, situation, topic)
-    steps = _steps(cases)
+    steps = _steps(cases, symptom)
     if not steps or not (kind or symptom or situation):
         return None        # no symptom or nothing the cases share: not one problem
     branches = _branches(cases)
@@ -95,8 +95,8 @@ def troubleshooting(topic: str, memories: Sequence[dict[str, Any]]) -> dict[str,
     when = []
     if symptom:
         when.append(f"You see `{symptom}`.")
-    if _generic(situation):
-        sit = _generic(situation)
+    sit = _generic(situation)
+    if sit:
         when.append(sit[:1].upper() + sit[1:] + ".")
     if not when:
         when.append(f"The task involves {topic}." if topic else "An error like the ones below comes up.")
@@ -117,10 +117,6 @@ def _shared(texts: list[str]) -> str:
     if len(words) < 3 or len(words) < 0.5 * len(form.split()):
         return ""
     return form
-
-
-def _situation(texts: list[str]) -> str:
-    return _shared(texts)
 
 
 def _generic(situation: str) -> str:
@@ -165,16 +161,16 @@ def _short(text: str) -> str:
     return clip(_OUTCOME_TAIL.sub("", text).rstrip("."), 110)
 
 
-def _steps(cases: list[_Case]) -> list[dict[str, Any]]:
-    """Where to look (the files most cases name), then what every case did to confirm."""
+def _steps(cases: list[_Case], symptom: str) -> list[dict[str, Any]]:
+    """What the error names, where to look (the files most cases name), then what most cases
+    did to confirm."""
     out: list[dict[str, Any]] = []
     named: dict[str, list[str]] = {}
     for c in cases:
         for f in file_names(" ".join([c.cause, c.fix])):
             named.setdefault(f, []).append(c.id)
     look = [f for f, who in sorted(named.items(), key=lambda kv: -len(kv[1])) if len(who) >= 2][:3]
-    symptom = _shared([c.error for c in cases if c.error])
-    if symptom and "…" in symptom:
+    if "…" in symptom:
         who = [c.id for c in cases if c.error]
         out.append({"text": f"Read which name the error gives in place of the …: `{symptom}`.", "evidence": who})
     if look:
