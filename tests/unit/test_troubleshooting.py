@@ -47,12 +47,19 @@ def test_each_branch_runs_from_a_checkable_cause_to_its_fix():
 def test_steps_are_what_the_cases_share_with_one_case_names_generalised():
     skill = synthesize("docker", members())
     texts = [s["text"] for s in skill["steps"]]
-    assert texts[0] == "Read which name the error gives in place of the …: `ModuleNotFoundError: No module named '…'`."
+    assert texts[0] == "Note which name the error reports: `ModuleNotFoundError: No module named '…'`."
     assert texts[1].startswith("Check requirements.txt and Dockerfile against the causes")
     assert "Confirm the fix: `docker build -t <name> . && docker run --rm <name>`" in texts
     assert all(len(s["evidence"]) >= 2 for s in skill["steps"])
     assert check_skill(skill["name"], [(s["text"], s["evidence"]) for s in skill["steps"]],
                        [b["condition"] for b in skill["branches"]], 4) == []
+
+
+def test_the_description_names_whole_fixes():
+    skill = synthesize("docker", members())
+    assert skill["description"].startswith("Fix ModuleNotFoundError when a container crashes on start. Symptom: ")
+    assert "Add flask to requirements.txt and rebuild the image" in skill["description"]
+    assert "…" not in skill["description"].split("Known fixes:")[1] and len(skill["description"]) <= 600
 
 
 def test_an_unrelated_error_is_not_mixed_in():

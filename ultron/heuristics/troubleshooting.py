@@ -29,6 +29,7 @@ MAX_PITFALLS = 6
 STEP_CHARS = 300
 CONDITION_CHARS = 200
 ACTION_CHARS = 300
+DESCRIPTION_CHARS = 600
 _ERROR = re.compile(r"\bError:\s*(.+?)(?=\s+(?:Task|Attempted|Applies when|Seen when):|$)", re.S)
 _TASK = re.compile(r"\bTask:\s*(.+)", re.S)
 _STEP = re.compile(r"^\s*\d+\.\s+(.*\S)\s*$", re.M)
@@ -100,9 +101,15 @@ def troubleshooting(topic: str, memories: Sequence[dict[str, Any]]) -> dict[str,
         when.append(sit[:1].upper() + sit[1:] + ".")
     if not when:
         when.append(f"The task involves {topic}." if topic else "An error like the ones below comes up.")
-    fixes = "; ".join(_short(b["action"]) for b in branches[:4])
-    description = clip(f"{name}. " + (f"Symptom: {symptom}. " if symptom else "")
-                       + (f"Known causes and fixes: {fixes}." if fixes else ""), 600)
+    head = f"{name}. " + (f"Symptom: {symptom}. " if symptom else "")
+    fixes: list[str] = []
+    for b in branches:
+        # whole fixes only, as many as fit: a fix cut mid-sentence reads as noise
+        fix = _OUTCOME_TAIL.sub("", b["action"]).rstrip(". ")
+        if len(head) + len("Known fixes: .") + sum(len(f) + 2 for f in fixes) + len(fix) > DESCRIPTION_CHARS:
+            break
+        fixes.append(fix)
+    description = head + (f"Known fixes: {'; '.join(fixes)}." if fixes else "")
     return {"name": name, "description": description, "when_to_use": when, "steps": steps,
             "pitfalls": pitfalls, "branches": branches}
 
@@ -157,10 +164,6 @@ def _general(text: str) -> str:
     return _SUFFIXED.sub("the Dockerfile", text).replace("the the Dockerfile", "the Dockerfile")
 
 
-def _short(text: str) -> str:
-    return clip(_OUTCOME_TAIL.sub("", text).rstrip("."), 110)
-
-
 def _steps(cases: list[_Case], symptom: str) -> list[dict[str, Any]]:
     """What the error names, where to look (the files most cases name), then what most cases
     did to confirm."""
@@ -172,7 +175,7 @@ def _steps(cases: list[_Case], symptom: str) -> list[dict[str, Any]]:
     look = [f for f, who in sorted(named.items(), key=lambda kv: -len(kv[1])) if len(who) >= 2][:3]
     if "…" in symptom:
         who = [c.id for c in cases if c.error]
-        out.append({"text": f"Read which name the error gives in place of the …: `{symptom}`.", "evidence": who})
+        out.append({"text": f"Note which name the error reports: `{symptom}`.", "evidence": who})
     if look:
         who = sorted({i for f in look for i in named[f]}, key=[c.id for c in cases].index)
         out.append({"text": f"Check {' and '.join(look)} against the causes under Decision branches, "

@@ -85,7 +85,7 @@ def member_words(members: Sequence[dict[str, Any]]) -> dict[str, set[str]]:
 #: the words a skill's own frame adds around what its memories say ("check X against the causes
 #: under Decision branches", "confirm the fix: `cmd`", "(sign: `error`)"): not claims to ground
 FRAME = tokens("check against the causes under decision branches and apply the fix of the cause that matches "
-               "confirm sign read which name the error gives in place of")
+               "confirm sign note which name the error reports")
 
 
 def _support(text: str, evidence: Sequence[str], words: dict[str, set[str]]) -> tuple[float, list[str], list[str]]:
