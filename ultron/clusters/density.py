@@ -135,15 +135,16 @@ def single_topic(x: np.ndarray, cosine: float, min_cluster_size: int) -> np.ndar
     inside[np.argsort(-sims[seed], kind="stable")[:k + 1]] = True
     # grow the group one row at a time (the closest to its centre) while every member stays
     # within ``cosine`` of the centre: a group of loosely similar memories has a tight centre
+    centre = centroid(x[inside]).astype(np.float64)
     while not inside.all():
-        centre = centroid(x[inside]).astype(np.float64)
         closest = int(np.argmax(np.where(inside, -np.inf, x @ centre)))
         trial = inside.copy()
         trial[closest] = True
-        if (x[trial] @ centroid(x[trial]).astype(np.float64)).min() < cosine:
+        trial_centre = centroid(x[trial]).astype(np.float64)
+        if (x[trial] @ trial_centre).min() < cosine:
             break
-        inside = trial
-    inside &= x @ centroid(x[inside]).astype(np.float64) >= cosine
+        inside, centre = trial, trial_centre
+    inside &= x @ centre >= cosine
     if inside.sum() >= min_cluster_size:
         labels[inside] = 0
     return labels

@@ -60,11 +60,13 @@ class Flag:
     detail: str
 
 
-def _steps(resolution: str) -> list[str]:
+def numbered_steps(resolution: str) -> list[str]:
+    """A resolution's numbered steps ("1. …"), without their numbers."""
     return _STEP.findall(resolution or "")
 
 
-def _prose(resolution: str) -> str:
+def prose_of(resolution: str) -> str:
+    """A resolution without its numbered steps."""
     return _STEP.sub("", resolution or "").strip()
 
 
@@ -82,12 +84,12 @@ def check_memory(mem: dict[str, Any], requests: Iterable[str] = ()) -> list[tupl
         rw = words(r)
         if cw and rw and len(cw & rw) / len(cw) >= RESTATES:
             out.append(("restates_request", r[:120]))
-    for step in _steps(mem.get("resolution") or ""):
+    for step in numbered_steps(mem.get("resolution") or ""):
         if _NAME_ONLY.match(step.strip()):
             out.append(("bare_step", step[:80]))
         elif _NARRATION.match(step) and not _SUBSTANCE.search(step):
             out.append(("narration_step", step[:80]))
-    for field, text in (("content", content), ("resolution", _prose(mem.get("resolution") or ""))):
+    for field, text in (("content", content), ("resolution", prose_of(mem.get("resolution") or ""))):
         if _cut_off(text):
             out.append(("cut_off", f"{field} ends: …{text.rstrip()[-40:]}"))
     return out

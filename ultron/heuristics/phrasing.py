@@ -119,7 +119,7 @@ def is_harness(name: str) -> bool:
 def is_lookup(name: str, gist: str = "") -> bool:
     """A call that is no step of a fix: a read-only tool or shell command, or the harness's
     own bookkeeping (asking the person, plan mode, to-do lists)."""
-    if _HARNESS_TOOL.match(name or ""):
+    if is_harness(name):
         return True
     if gist and gist != name and not gist.startswith(name + " "):
         # the gist is the command itself; a pipe into head or grep does not make a run a look-up

@@ -49,7 +49,7 @@ from typing import Any, Sequence
 from ultron.heuristics.skill_text import (clip, context_gist, display, first_sentence, generalize, is_actionable,
                                           is_question, jaccard, leading_verb, near_duplicate, ordered_terms,
                                           same_shape, split_actions, squash, tokens)
-from ultron.heuristics.troubleshooting import troubleshooting
+from ultron.heuristics.troubleshooting import ERROR_TYPES, troubleshooting
 
 MAX_STEPS = 12
 MAX_PITFALLS = 8
@@ -61,7 +61,6 @@ CONDITION_CHARS = 160
 DESCRIPTION_CHARS = 300
 MAX_SYMPTOMS = 4
 _ARTICLES = frozenset("The A An My Our Your This That These Those It".split())
-ERROR_TYPES = ("error", "security")
 _CAUSE = re.compile(r"\b(?:because|caused by|due to|the cause|root cause|missing|forgot|wrong|not (?:installed|set|"
                     r"found|listed|included|copied)|lacked|lacks|without)\b", re.IGNORECASE)
 

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ultron.heuristics.checker import numbered_steps, prose_of
 from ultron.heuristics.phrasing import common_form, file_names, first_error, without_opener
 from ultron.heuristics.skill_text import clip, near_duplicate, tokens
 
@@ -32,7 +33,6 @@ ACTION_CHARS = 300
 DESCRIPTION_CHARS = 600
 _ERROR = re.compile(r"\bError:\s*(.+?)(?=\s+(?:Task|Attempted|Applies when|Seen when):|$)", re.S)
 _TASK = re.compile(r"\bTask:\s*(.+)", re.S)
-_STEP = re.compile(r"^\s*\d+\.\s+(.*\S)\s*$", re.M)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`])")
 _CODE = re.compile(r"`[^`]+`|[=/$]|--?\w|\w\.\w")
 _OUTCOME_TAIL = re.compile(r",\s*so\s+(?:that\s+)?(?:nothing|it|the|no)\b.*$", re.I)
@@ -60,14 +60,14 @@ def _case(m: dict[str, Any]) -> _Case:
     resolution = str(m.get("resolution") or "")
     err = _ERROR.search(context)
     task = _TASK.search(context)
-    prose = _STEP.sub("", resolution).strip()
+    prose = prose_of(resolution)
     return _Case(
         id=m["id"],
         error=" ".join(err.group(1).split()) if err else "",
         situation=_first_sentence(task.group(1)) if task else "",
         cause=without_opener(_first_sentence(str(m.get("content") or ""))),
         fix=_first_sentence(prose),
-        steps=_STEP.findall(resolution),
+        steps=numbered_steps(resolution),
     )
 
 

@@ -284,11 +284,10 @@ def _pasted_error(units: list[Unit]) -> str:
     return " ".join(ln[:240] for ln in (named or hits)[:2])
 
 
-def _restates(line: str, units: list[Unit], whole: bool = False) -> bool:
-    """Is the line (most of) the segment's opening request? (the mechanical check of
-    :mod:`ultron.heuristics.checker`, applied before a line becomes a memory). ``whole``: is
-    it the request itself, not one sentence of it?"""
-    opening = words(next((u.text for u in units if u.role == "user"), ""))
+def _restates(line: str, opening: set[str], whole: bool = False) -> bool:
+    """Is the line (most of) the segment's opening request, given as its words? (the mechanical
+    check of :mod:`ultron.heuristics.checker`, applied before a line becomes a memory).
+    ``whole``: is it the request itself, not one sentence of it?"""
     mine = words(line)
     if not mine or not opening or len(mine & opening) / len(mine) < RESTATES:
         return False
@@ -314,7 +313,9 @@ def build(d, units: list[Unit], f: Found, task_type: str | None) -> dict[str, An
     # the request that opened the segment is the task, not what was learned doing it: for a
     # fix or a procedure no line of it is the lesson; for a wish or a correction, the request
     # as a whole is not (a standing wish stated in passing, one sentence of it, can be)
-    prose = [x for x in prose if not _restates(x[3], units, whole=f.shape not in FIX_SHAPES + ("procedure",))]
+    opening = words(next((u.text for u in units if u.role == "user"), ""))
+    whole = f.shape not in FIX_SHAPES + ("procedure",)
+    prose = [x for x in prose if not _restates(x[3], opening, whole)]
     # a line that narrates the agent's next move or heads a ticket is no lesson's statement:
     # the next best line states it, when one does
     plain = [x for x in prose if not _NOT_A_STATEMENT.search(x[3])]
