@@ -27,11 +27,12 @@ def build_session_file_sensor(settings: Settings | None = None) -> dg.SensorDefi
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="New or changed .jsonl files under ULTRON_INBOX become raw_sessions partitions and runs "
         "(under ULTRON_PARTITIONING=daily: runs of their agent's arrival day). The agent id is the first "
-        "directory level under the inbox. Above ULTRON_SENSOR_MAX_RUNS_PER_TICK runs in one tick, one "
+        "directory level under the inbox; files under an ULTRON_WATCH directory belong to its agent and "
+        "are read in place. Above ULTRON_SENSOR_MAX_RUNS_PER_TICK runs in one tick, one "
         "ingest_inbox run takes them all.",
     )
     def session_file_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        diff = diff_inbox(settings.inbox, settings.default_agent_id, context.cursor)
+        diff = diff_inbox(settings.inbox, settings.default_agent_id, context.cursor, settings.watch)
         for path, reason in diff.unsupported:
             context.log.warning(f"{path}: not ingested: {reason}")
         pending = diff.new + diff.changed

@@ -131,7 +131,7 @@ def client(db, settings):
     with db.engine.begin() as conn:
         conn.execute(sa.text("TRUNCATE trajectory_records, raw_user_uploads, task_segments, memory_records, "
                              "memory_contributions, embedding_profile, knowledge_clusters, skills, feedback_events, "
-                             "memory_lexemes, memory_corpus CASCADE"))
+                             "memory_lexemes, memory_corpus, bundle_serves CASCADE"))
     return Ultron(settings, db=db)
 
 

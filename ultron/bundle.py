@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ultron.db import outcomes as outcome_store
 from ultron.llm.tokens import count_tokens, truncate_to_tokens
 from ultron.memory.service import MemoryService
 from ultron.skills.render import parse_skill_md, when_to_use
@@ -29,6 +30,7 @@ DEFAULT_BUDGET = 1500
 #: Skills may take this share of what the header leaves when memories are waiting too.
 SKILL_SHARE = 0.6
 MAX_SKILLS = 3
+MAX_SESSION_ID_CHARS = 200
 EMPTY = "No stored skill or memory matches this task yet."
 FEEDBACK_HINT = "Items are labelled [skill:NAME] / [memory:ID]: report whether each helped (feedback)."
 
@@ -78,8 +80,10 @@ def _skill_versions(skill: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _memory_versions(record: Any) -> list[tuple[str, str]]:
+def _memory_versions(record: Any, stale_note: str | None = None) -> list[tuple[str, str]]:
     head = f"- [memory:{record.id}] ({record.memory_type})"
+    if stale_note:  # the agent should check the file before trusting the memory
+        head += f" (possibly stale: {_one_line(stale_note)})"
     out = []
     if record.overview_l1 and _one_line(record.overview_l1) != _one_line(record.summary_l0):
         out.append(("l1", f"{head} {_one_line(record.overview_l1)}"))
@@ -107,12 +111,37 @@ def validate(task: Any, token_budget: Any) -> tuple[str, int]:
     return task.strip(), token_budget
 
 
+def validate_session_id(session_id: Any) -> str | None:
+    """None, or the session id as text (an agent's uuid or file stem; at most 200 characters)."""
+    if session_id is None:
+        return None
+    if not isinstance(session_id, str) or not session_id.strip() or len(session_id.strip()) > MAX_SESSION_ID_CHARS \
+            or "\x00" in session_id:
+        raise ValueError(f"session_id must be non-empty text of at most {MAX_SESSION_ID_CHARS} characters")
+    return session_id.strip()
+
+
+def record_serve(engine: Any, session_id: str, agent_id: str | None, items: Sequence[tuple[str, str]]) -> int:
+    """Record that these items (``("memory" | "skill", id)``) were served to the agent session,
+    so its outcome can be attributed to them once it is ingested and scored. Returns the rows
+    written. Hook code that builds its own context calls this directly."""
+    with engine.begin() as conn:
+        return outcome_store.record_serves(conn, session_id, agent_id, items)
+
+
 def context_bundle(memory: MemoryService, skills: SkillService, task: str, token_budget: int = DEFAULT_BUDGET,
-                   agent_id: str | None = None) -> dict[str, Any]:
+                   agent_id: str | None = None, repo_root: str | None = None,
+                   session_id: str | None = None) -> dict[str, Any]:
     """``{"task", "token_budget", "tokens", "text", "items"}``; see the module docstring.
     ``agent_id`` limits the memories to that agent's. Memories shown count one hit each
-    (they are search results)."""
+    (they are search results). ``repo_root``: the checkout the agent works in; memories
+    whose files changed or vanished there rank lower and say so (``possibly_stale``).
+    ``session_id``: the agent's own id for the session it is working in (Claude Code's
+    session id, a Codex rollout's id); every item served is recorded against it
+    (``record_serve``), and when that session is ingested and scored its outcome is counted
+    in each item's utility (``ultron.db.outcomes``)."""
     task, budget = validate(task, token_budget)
+    session_id = validate_session_id(session_id)
     block = _Block(budget)
     block.try_add("# Context from Ultron")
     block.try_add(f"Task: {truncate_to_tokens(_one_line(task), max(8, min(64, budget // 5)), marker='…')}")
@@ -120,7 +149,10 @@ def context_bundle(memory: MemoryService, skills: SkillService, task: str, token
     items: list[dict[str, Any]] = []
 
     memory_limit = max(3, min(20, budget // 80))
-    found = memory.search_memories(task, "l1", memory_limit, agent_id=agent_id)
+    # A bundle whose session's outcome will be counted explores (Thompson sampling on the
+    # outcome utility, seeded by the session): see ranking.utility_factor.
+    found = memory.search_memories(task, "l1", memory_limit, agent_id=agent_id, repo_root=repo_root,
+                                   explore_seed=session_id)
     hits = skills.search_skills(task, MAX_SKILLS)
 
     header_tokens = block.tokens()
@@ -137,15 +169,19 @@ def context_bundle(memory: MemoryService, skills: SkillService, task: str, token
 
     titled = False
     for result in found:
-        for detail, text in _memory_versions(result.record):
+        for detail, text in _memory_versions(result.record, result.stale_reason):
             parts = ([] if titled else ["", "## Memories"]) + [text]
             if block.try_add(*parts):
                 titled = True
                 items.append({"kind": "memory", "id": result.record.id, "detail": detail,
-                              "tokens": count_tokens(text)})
+                              "tokens": count_tokens(text),
+                              **({"possibly_stale": True, "stale_reason": result.stale_reason}
+                                 if result.possibly_stale else {})})
                 break
 
     if not items:
         block.try_add("", EMPTY) or block.try_add(EMPTY)
+    if session_id is not None:
+        record_serve(memory.db.engine, session_id, agent_id, [(i["kind"], i["id"]) for i in items])
     text = _fit(block.text(), budget)
     return {"task": task, "token_budget": budget, "tokens": count_tokens(text), "text": text, "items": items}

@@ -185,9 +185,10 @@ class _Calls:
         return _Call("POST", "/memories/upload", body)
 
     @staticmethod
-    def search_memories(query, detail_level, limit, tier, tags, agent_id) -> _Call:
+    def search_memories(query, detail_level, limit, tier, tags, agent_id, repo_root=None) -> _Call:
         body = {"query": query, "detail_level": detail_level, "limit": limit,
-                **_without_none(tier=tier, tags=None if tags is None else list(tags), agent_id=agent_id)}
+                **_without_none(tier=tier, tags=None if tags is None else list(tags), agent_id=agent_id,
+                                repo_root=repo_root)}
         return _Call("POST", "/memories/search", body, unwrap=lambda b: b["results"])
 
     @staticmethod
@@ -218,9 +219,10 @@ class _Calls:
         return _Call("GET", "/skills", params={"limit": limit, "offset": offset}, unwrap=lambda b: b["skills"])
 
     @staticmethod
-    def context_bundle(task, token_budget, agent_id) -> _Call:
+    def context_bundle(task, token_budget, agent_id, repo_root=None, session_id=None) -> _Call:
         return _Call("POST", "/context", {"task": task, "token_budget": token_budget,
-                                          **_without_none(agent_id=agent_id)})
+                                          **_without_none(agent_id=agent_id, repo_root=repo_root,
+                                                          session_id=session_id)})
 
     @staticmethod
     def stats() -> _Call:
@@ -320,9 +322,11 @@ class UltronClient(_Base):
         return self._run(_Calls.upload_memory(content, context, resolution, tags, agent_id))
 
     def search_memories(self, query: str, detail_level: str = "l1", limit: int = 10, tier: str | None = None,
-                        tags: Iterable[str] | None = None, agent_id: str | None = None) -> list[dict[str, Any]]:
-        """Hits, best first (``overview_l1`` with detail_level l1)."""
-        return self._run(_Calls.search_memories(query, detail_level, limit, tier, tags, agent_id))
+                        tags: Iterable[str] | None = None, agent_id: str | None = None,
+                        repo_root: str | None = None) -> list[dict[str, Any]]:
+        """Hits, best first (``overview_l1`` with detail_level l1). ``repo_root``: a checkout on
+        the server's machine; hits whose files changed there carry ``possibly_stale``."""
+        return self._run(_Calls.search_memories(query, detail_level, limit, tier, tags, agent_id, repo_root))
 
     def search_memories_batch(self, queries: Iterable[str], detail_level: str = "l1", limit: int = 10,
                               tier: str | None = None, tags: Iterable[str] | None = None,
@@ -353,9 +357,11 @@ class UltronClient(_Base):
 
     # context and feedback
 
-    def context_bundle(self, task: str, token_budget: int = 1500, agent_id: str | None = None) -> dict[str, Any]:
-        """Skills and memories for ``task`` packed into at most ``token_budget`` tokens."""
-        return self._run(_Calls.context_bundle(task, token_budget, agent_id))
+    def context_bundle(self, task: str, token_budget: int = 1500, agent_id: str | None = None, *,
+                       repo_root: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+        """Skills and memories for ``task`` packed into at most ``token_budget`` tokens;
+        ``session_id`` (the agent's own) credits what is served with how that session ends."""
+        return self._run(_Calls.context_bundle(task, token_budget, agent_id, repo_root, session_id))
 
     def feedback(self, *, memory_id: str | None = None, skill: str | None = None, helpful: bool,
                  note: str = "", agent_id: str | None = None) -> dict[str, Any]:
@@ -411,8 +417,8 @@ class AsyncUltronClient(_Base):
 
     async def search_memories(self, query: str, detail_level: str = "l1", limit: int = 10,
                               tier: str | None = None, tags: Iterable[str] | None = None,
-                              agent_id: str | None = None) -> list[dict[str, Any]]:
-        return await self._run(_Calls.search_memories(query, detail_level, limit, tier, tags, agent_id))
+                              agent_id: str | None = None, repo_root: str | None = None) -> list[dict[str, Any]]:
+        return await self._run(_Calls.search_memories(query, detail_level, limit, tier, tags, agent_id, repo_root))
 
     async def search_memories_batch(self, queries: Iterable[str], detail_level: str = "l1", limit: int = 10,
                                     tier: str | None = None, tags: Iterable[str] | None = None,
@@ -436,8 +442,9 @@ class AsyncUltronClient(_Base):
         return await self._run(_Calls.list_skills(limit, offset))
 
     async def context_bundle(self, task: str, token_budget: int = 1500,
-                             agent_id: str | None = None) -> dict[str, Any]:
-        return await self._run(_Calls.context_bundle(task, token_budget, agent_id))
+                             agent_id: str | None = None, *, repo_root: str | None = None,
+                             session_id: str | None = None) -> dict[str, Any]:
+        return await self._run(_Calls.context_bundle(task, token_budget, agent_id, repo_root, session_id))
 
     async def feedback(self, *, memory_id: str | None = None, skill: str | None = None, helpful: bool,
                        note: str = "", agent_id: str | None = None) -> dict[str, Any]:

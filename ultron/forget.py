@@ -56,6 +56,7 @@ import numpy as np
 from ultron.context import ServiceContext
 from ultron.db import clusters as cluster_store
 from ultron.db import feedback as feedback_store
+from ultron.db import outcomes as outcome_store
 from ultron.db import forget as store
 from ultron.db import skills as skill_store
 from ultron.db import vectors as vector_store
@@ -65,6 +66,7 @@ from ultron.sft.export import remove_from_exports
 from ultron.skills.export import sync_export
 from ultron.skills.service import SkillService
 from ultron.skills.versioning import slugify
+from ultron.sessions.identity import agent_session_id
 
 log = logging.getLogger("ultron.forget")
 
@@ -131,6 +133,11 @@ def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment
                 # every verdict a forgotten agent gave, with its votes taken off the counters.
                 feedback_deleted = feedback_store.forget_feedback(conn, memory_ids=mem.deleted_memories,
                                                                   agent_id=agent_id)
+                # What was served to forgotten memories, agents and sessions, with the outcomes it
+                # added taken back off the utility of what survives.
+                serves_deleted = outcome_store.forget_serves(
+                    conn, memory_ids=mem.deleted_memories, agent_id=agent_id,
+                    session_ids=[agent_session_id(s.get("agent_session_id"), s["session_file"]) for s in mem.sessions])
                 # Files last, inside the transaction: if the commit fails, forget can simply run again.
                 files = _remove_skill_dirs(settings.skills_dir, plan.dirs,
                                            set(mem.deleted_memories) | set(mem.rebuilt_memories), plan.tainted_slugs)
@@ -150,6 +157,7 @@ def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment
     tables["knowledge_clusters"]["updated"] = len(clusters.changed | plan.clusters_changed)
     tables["skills"] = {"deleted": plan.versions_deleted, "updated": published}
     tables["feedback_events"] = {"deleted": feedback_deleted, "updated": 0}
+    tables["bundle_serves"] = {"deleted": serves_deleted, "updated": 0}
     report: dict[str, Any] = {k: mem.counts.get(k, 0) for k in LEGACY_KEYS}
     report.update({
         "tables": tables,

@@ -71,11 +71,17 @@ def load_state(cursor: str | None) -> dict[str, dict[str, list[int]]]:
     return inboxes if isinstance(inboxes, dict) else {}
 
 
-def diff_inbox(inboxes: Iterable[Path], default_agent_id: str, cursor: str | None) -> InboxDiff:
+def diff_inbox(inboxes: Iterable[Path], default_agent_id: str, cursor: str | None,
+               watch: Iterable[tuple[str, Path]] = ()) -> InboxDiff:
+    """``watch`` adds agents' own session directories (ULTRON_WATCH): every file under one
+    belongs to its agent and is keyed by its absolute path, as ``ingest`` of that path keys it,
+    so a hook that hands the same file to the server names the same partition."""
     inboxes = list(inboxes)
     previous = load_state(cursor)
     diff = InboxDiff()
-    for inbox in inboxes:
+    roots: list[tuple[Path, str | None]] = [(inbox, None) for inbox in inboxes]
+    roots += [(root, agent_id) for agent_id, root in watch if root not in inboxes]
+    for inbox, fixed_agent in roots:
         inbox_key = str(inbox)
         seen_here = previous.get(inbox_key, {})
         current = diff.state.setdefault(inbox_key, {})
@@ -87,7 +93,7 @@ def diff_inbox(inboxes: Iterable[Path], default_agent_id: str, cursor: str | Non
             if seen is not None and seen[0] == mtime_ns and seen[1] == size:
                 diff.unchanged += 1
                 continue
-            agent_id = inbox_agent_id(path, inbox, default_agent_id)
+            agent_id = fixed_agent or inbox_agent_id(path, inbox, default_agent_id)
             try:
                 key = partition_key(agent_id, path, inboxes)
             except ValueError as exc:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ultron.db import sessions as store
 from ultron.db.database import Database
 from ultron.sessions.discovery import expand_paths, inbox_agent_id, partition_key, scan_inbox, validate_agent_id
+from ultron.sessions.identity import agent_session_id
 from ultron.sessions.messages import Message
 from ultron.sessions.parsing import FileRejected, Problem, SessionParser
 from ultron.settings import Settings
@@ -196,6 +197,7 @@ class IngestService:
                 conn, record_id, content_hash=parser.sha256, size_bytes=parser.stats.bytes_read,
                 line_count=parser.stats.lines, message_count=count, problem_count=parser.stats.problem_total,
                 session_format=parser.stats.format, role_counts=dict(parser.stats.roles),
+                agent_session_id=agent_session_id(parser.stats.session_id, path),
             )
             report.status = "changed" if existing is not None else "new"
             report.record_id = record_id

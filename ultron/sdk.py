@@ -41,6 +41,16 @@ def _agent(agent_id: str | None) -> str | None:
     return validate_agent_id(agent_id)
 
 
+def _repo_root(repo_root: str | os.PathLike[str] | None) -> str | None:
+    """None, or the directory as an absolute path (ValueError when it is not a directory)."""
+    if repo_root is None:
+        return None
+    path = Path(os.fspath(repo_root)).expanduser()
+    if not path.is_dir():
+        raise ValueError(f"repo_root {os.fspath(repo_root)!r} is not a directory")
+    return str(path.resolve())
+
+
 class Ultron:
     """Facade over Ultron's services, bound to one database.
 
@@ -144,8 +154,22 @@ class Ultron:
                                          provenance=Provenance(agent_id=_agent(agent_id))).record
 
     def search_memories(self, query: str, detail_level: str = "l1", limit: int = 10, tier: str | None = None,
-                        tags=None, agent_id: str | None = None):
-        return self.memory.search_memories(query, detail_level, limit, tier, tags, agent_id)
+                        tags=None, agent_id: str | None = None, repo_root: str | os.PathLike[str] | None = None):
+        """Hybrid search. ``repo_root``: the checkout the caller works in; results whose files
+        changed or vanished there are marked ``possibly_stale`` (with ``stale_reason``) and
+        ranked lower."""
+        return self.memory.search_memories(query, detail_level, limit, tier, tags, agent_id,
+                                           repo_root=_repo_root(repo_root))
+
+    def stale_memories(self, repo_root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+        """Memories whose recorded files changed or vanished in the repository at ``repo_root``
+        (default: the current directory's): ``{"repo", "remote", "checked", "stale": [{"memory",
+        "reason", "files"}]}``. ValueError when the directory is not in a git repository."""
+        root = _repo_root(repo_root) or os.getcwd()
+        report = self.memory.stale_memories(root)
+        if report is None:
+            raise ValueError(f"{root} is not inside a git repository")
+        return report
 
     def search_memories_batch(self, queries, detail_level: str = "l1", limit: int = 10, tier: str | None = None,
                               tags=None, agent_id: str | None = None):
@@ -192,14 +216,36 @@ class Ultron:
             return self.memory.feedback(memory_id.strip(), helpful, note, agent_id)
         return self.skills.feedback(target.strip(), helpful, note, agent_id)
 
-    def context_bundle(self, task: str, token_budget: int = 1500, agent_id: str | None = None) -> dict[str, Any]:
+    def context_bundle(self, task: str, token_budget: int = 1500, agent_id: str | None = None, *,
+                       repo_root: str | os.PathLike[str] | None = None,
+                       session_id: str | None = None) -> dict[str, Any]:
         """One prompt-ready block for a task within ``token_budget`` tokens (cl100k, never
         exceeded): the most relevant skills (when to use, steps), then memories (L1, or L0
         when space is short), each labelled with its id for feedback. ``agent_id`` limits the
-        memories to that agent's. Returns ``{"task", "token_budget", "tokens", "text", "items"}``."""
+        memories to that agent's. ``session_id`` (the agent's own session id) records what was
+        served, so the session's outcome, once ingested and scored, moves each item's utility.
+        Returns ``{"task", "token_budget", "tokens", "text", "items"}``."""
         from ultron.bundle import context_bundle
 
-        return context_bundle(self.memory, self.skills, task, token_budget, _agent(agent_id))
+        return context_bundle(self.memory, self.skills, task, token_budget, _agent(agent_id),
+                              repo_root=_repo_root(repo_root), session_id=session_id)
+
+    def record_serve(self, session_id: str, agent_id: str | None, items) -> int:
+        """Record that ``items`` (``("memory" | "skill", id)`` pairs) were given to the agent
+        session ``session_id`` by other means than ``context_bundle`` (a hook that built its own
+        context); its outcome is then attributed to them. Returns the rows written."""
+        from ultron.bundle import record_serve, validate_session_id
+
+        sid = validate_session_id(session_id)
+        if sid is None:
+            raise ValueError("session_id is required")
+        return record_serve(self.db.engine, sid, _agent(agent_id),
+                            [(str(kind), str(item_id)) for kind, item_id in items])
+
+    def attribute_session(self, session_file: str, agent_id: str) -> dict[str, Any] | None:
+        """Count a scored session's outcome for what was served to it now (labelling does
+        this by itself once the last segment is scored); None when there was nothing to count."""
+        return self.trajectory_service.attribute_session(agent_id, str(session_file))
 
     def forget(self, memory_ids=None, segment_id: str | None = None, session_file: str | None = None,
                agent_id: str | None = None, *, vacuum: bool = False) -> dict[str, Any]:

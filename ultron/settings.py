@@ -8,6 +8,7 @@ stray state from the process environment halfway through a run.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Mapping, TypeVar
@@ -61,6 +62,24 @@ def _paths(env: Mapping[str, str], name: str) -> tuple[Path, ...]:
     """An ``os.pathsep`` separated list of directories, resolved; blank entries are skipped."""
     raw = env.get(name, "").strip()
     return tuple(Path(p).expanduser().resolve() for p in raw.split(os.pathsep) if p.strip())
+
+
+_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+
+
+def _watch(env: Mapping[str, str]) -> tuple[tuple[str, Path], ...]:
+    """ULTRON_WATCH: ``agent:directory`` pairs separated by commas, e.g.
+    ``claude-code:~/.claude/projects,codex:~/.codex/sessions``."""
+    out = []
+    for entry in env.get("ULTRON_WATCH", "").split(","):
+        if not entry.strip():
+            continue
+        agent_id, sep, raw = entry.strip().partition(":")
+        if not sep or not agent_id.strip() or not raw.strip():
+            raise SettingsError(f"ULTRON_WATCH entry {entry.strip()!r} is not agent:directory "
+                                "(e.g. claude-code:~/.claude/projects)")
+        out.append((agent_id.strip(), Path(raw.strip()).expanduser().resolve()))
+    return tuple(out)
 
 
 def _path(env: Mapping[str, str], name: str) -> Path | None:
@@ -190,12 +209,25 @@ class Settings:
     #: ULTRON_FEEDBACK_DEMOTE_AFTER: net "not helpful" votes (unhelpful - helpful) that demote a
     #: memory to COLD and keep it there, so the cold TTL archives it.
     feedback_demote_after: int = 3
+    #: ULTRON_STALE_SCORE_FACTOR: a search given a repository multiplies the score of a memory
+    #: whose files changed or vanished there by this (1 = mark only, never demote).
+    stale_score_factor: float = 0.5
     #: ULTRON_SKILL_ACTIVATE_AFTER: helpful votes that take a skill from probationary to active.
     skill_activate_after: int = 3
     #: ULTRON_SKILL_RETIRE_BELOW / ULTRON_SKILL_RETIRE_MIN_VOTES: a skill with at least this many
     #: votes whose reliability (helpful + 1) / (votes + 2) falls below the threshold is retired.
     skill_retire_below: float = 0.3
     skill_retire_min_votes: int = 3
+    #: ULTRON_UTILITY_OUTCOME_WEIGHT: how much a session's attributed outcome adds to the utility
+    #: posterior of each memory and skill served to it (an explicit verdict adds 2.0;
+    #: ``ultron.db.outcomes``).
+    utility_outcome_weight: float = 0.5
+    #: ULTRON_UTILITY_RANK_WEIGHT: search multiplies a memory's score by
+    #: ``1 + w * (2 * outcome utility - 1)``, so within 1 - w .. 1 + w (0 = outcomes never rank).
+    #: At 1 the factor is ``2u``: relevance times how likely the memory helps, relative to one
+    #: never judged (u = 0.5). ``benchmarks/attribution.py``: at 0.5 the factor could not close
+    #: the relevance gap of misleading memories (1 topic of 6 separated in 1,200 sessions).
+    utility_rank_weight: float = 1.0
     #: ULTRON_CONSOLIDATE_ENABLED: run store-wide near-duplicate consolidation in maintenance.
     consolidate_enabled: bool = False
     #: ULTRON_RAW_ARCHIVE / ULTRON_RAW_ARCHIVE_RETENTION_DAYS: keep raw uploads, and for how long.
@@ -232,8 +264,14 @@ class Settings:
     #: ULTRON_API_URL: where `ultron.client` finds the API; unset = http://ULTRON_API_HOST:ULTRON_API_PORT.
     api_url: str | None = None
     #: ULTRON_INGEST_ROOTS: server directories POST /ingest may read (os.pathsep separated);
-    #: default the inbox directories.
+    #: default the inbox directories and the watched ones.
     ingest_roots: tuple[Path, ...] = ()
+    #: ULTRON_WATCH: agents' own session directories the sensor reads in place, as
+    #: ``agent:directory`` pairs separated by commas; every file under one belongs to that agent.
+    watch: tuple[tuple[str, Path], ...] = ()
+    #: ULTRON_HOOK_TIMEOUT_SECONDS: the hard limit of `ultron hook`; past it the agent gets
+    #: exit 0 and no output.
+    hook_timeout_seconds: float = 2.0
     #: ULTRON_SKILLS_EXPORT_DIR: keep this directory in sync with the current, non-retired skills
     #: in the Agent Skills layout (<name>/SKILL.md) after every skill run, forget and retirement;
     #: ~/.claude/skills is the Claude Code integration. None = export only on request.
@@ -250,7 +288,7 @@ class Settings:
         if not self.inbox:
             object.__setattr__(self, "inbox", (self.home / "inbox",))
         if not self.ingest_roots:
-            object.__setattr__(self, "ingest_roots", self.inbox)
+            object.__setattr__(self, "ingest_roots", self.inbox + tuple(root for _, root in self.watch))
         if self.crystallization_threshold < 2 or self.recrystallization_delta < 1 or self.cluster_min_size < 2:
             raise SettingsError("ULTRON_CRYSTALLIZATION_THRESHOLD and ULTRON_CLUSTER_MIN_SIZE must be at least 2, "
                                 "ULTRON_RECRYSTALLIZATION_DELTA at least 1")
@@ -288,6 +326,14 @@ class Settings:
             raise SettingsError("ULTRON_SEARCH_LEXICAL_POOL must be at least 1")
         if not 0 <= self.dedup_soft_threshold <= self.dedup_similarity_threshold <= 1:
             raise SettingsError("need 0 <= ULTRON_DEDUP_SOFT_THRESHOLD <= ULTRON_DEDUP_SIMILARITY_THRESHOLD <= 1")
+        if not 0 < self.hook_timeout_seconds <= 60:
+            raise SettingsError("ULTRON_HOOK_TIMEOUT_SECONDS must be above 0 and at most 60")
+        for agent_id, _root in self.watch:
+            if not _AGENT_ID.match(agent_id):
+                raise SettingsError(f"ULTRON_WATCH: {agent_id!r} is not an agent id (letters, digits, '.', '_', "
+                                    "'-' or '@', starting with a letter or digit)")
+        if not 0 <= self.utility_outcome_weight <= 10:
+            raise SettingsError("ULTRON_UTILITY_OUTCOME_WEIGHT must be between 0 and 10")
         if self.feedback_demote_after < 1 or self.skill_activate_after < 1 or self.skill_retire_min_votes < 1:
             raise SettingsError("ULTRON_FEEDBACK_DEMOTE_AFTER, ULTRON_SKILL_ACTIVATE_AFTER and "
                                 "ULTRON_SKILL_RETIRE_MIN_VOTES must be at least 1")
@@ -296,7 +342,7 @@ class Settings:
         for name in ("trajectory_memory_score_threshold", "trajectory_sft_score_threshold",
                      "trajectory_excellent_score_threshold", "quality_judge_weight", "memory_min_confidence",
                      "time_decay_weight", "cluster_similarity_threshold", "skill_retire_below",
-                     "search_dense_weight"):
+                     "search_dense_weight", "stale_score_factor", "utility_rank_weight"):
             if not 0 <= getattr(self, name) <= 1:
                 raise SettingsError(f"ULTRON_{name.upper()} must be between 0 and 1")
 
@@ -358,9 +404,12 @@ class Settings:
             warm_percentile=_number(env, "ULTRON_WARM_PERCENTILE", float),
             cold_ttl_days=_number(env, "ULTRON_COLD_TTL_DAYS", float),
             feedback_demote_after=_number(env, "ULTRON_FEEDBACK_DEMOTE_AFTER", int),
+            stale_score_factor=_number(env, "ULTRON_STALE_SCORE_FACTOR", float),
             skill_activate_after=_number(env, "ULTRON_SKILL_ACTIVATE_AFTER", int),
             skill_retire_below=_number(env, "ULTRON_SKILL_RETIRE_BELOW", float),
             skill_retire_min_votes=_number(env, "ULTRON_SKILL_RETIRE_MIN_VOTES", int),
+            utility_outcome_weight=_number(env, "ULTRON_UTILITY_OUTCOME_WEIGHT", float),
+            utility_rank_weight=_number(env, "ULTRON_UTILITY_RANK_WEIGHT", float),
             consolidate_enabled=_flag(env, "ULTRON_CONSOLIDATE_ENABLED"),
             raw_archive=_flag(env, "ULTRON_RAW_ARCHIVE"),
             raw_archive_retention_days=_number(env, "ULTRON_RAW_ARCHIVE_RETENTION_DAYS", float),
@@ -378,6 +427,8 @@ class Settings:
             api_token=env.get("ULTRON_API_TOKEN") or None,
             api_url=(env.get("ULTRON_API_URL") or "").strip() or None,
             ingest_roots=_paths(env, "ULTRON_INGEST_ROOTS"),
+            watch=_watch(env),
+            hook_timeout_seconds=_number(env, "ULTRON_HOOK_TIMEOUT_SECONDS", float),
             skills_export_dir=_path(env, "ULTRON_SKILLS_EXPORT_DIR"),
             executor=_lower(env, "ULTRON_EXECUTOR"),
             celery_broker_url=(env.get("ULTRON_CELERY_BROKER_URL") or "").strip() or None,

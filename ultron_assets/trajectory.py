@@ -254,6 +254,9 @@ def _label_partition(context: dg.AssetExecutionContext, service, key: str) -> Pa
         "score_histogram": dg.MetadataValue.md("| score | segments |\n|---|---|\n" + histogram),
         "segment_table": segments_table(rows),
     }
+    attributed = [lb.attribution for lb in labels if lb.attribution]
+    if attributed:  # the session's outcome, counted for the memories and skills served to it
+        metadata["outcomes_attributed"] = dg.MetadataValue.json(attributed)
     check = dg.AssetCheckResult(
         check_name="scores_in_range", passed=not problems,
         metadata={"problems": dg.MetadataValue.json(problems), "scored": len(scores)},

@@ -104,7 +104,8 @@ def test_memory_feedback_over_http(api):
     r = post(api, f"/memories/{memory_id}/feedback", {"helpful": True, "note": "fixed it", "agent_id": "claude"})
     assert r.status_code == 200, r.text
     assert r.json() == {"target_kind": "memory", "target_id": memory_id, "helpful": True, "helpful_count": 1,
-                        "unhelpful_count": 0, "hit_count": 3, "tier": "WARM", "status": "active"}
+                        "unhelpful_count": 0, "hit_count": 3, "tier": "WARM", "status": "active",
+                        "utility": 0.75}  # Beta(1, 1) and one verdict of weight 2: 3 / 4
     for _ in range(3):
         last = post(api, f"/memories/{memory_id}/feedback", {"helpful": False}).json()
     assert last["unhelpful_count"] == 3 and last["tier"] == "WARM", "net 2: not yet"
@@ -164,6 +165,21 @@ def test_context_bundle_over_http(api, skill):
                  {"task": "x", "agent_id": "a b"}, {}):
         r = post(api, "/context", body)
         assert r.status_code == 422, (body, r.text)
+
+
+def test_a_bundle_served_to_a_session_over_http_is_recorded(api, client, skill):
+    post(api, "/memories/upload", {"content": PANDAS[0][0], "context": PANDAS[0][1], "resolution": PANDAS[0][2],
+                                   "agent_id": "claude"})
+    out = post(api, "/context", {"task": "pandas import error in docker", "session_id": "cc-session-1",
+                                 "agent_id": "claude"}).json()
+    with client.db.engine.connect() as conn:
+        served = conn.execute(sa.text("SELECT item_kind, item_id, agent_id FROM bundle_serves "
+                                      "WHERE session_id = 'cc-session-1' ORDER BY id")).all()
+    assert [tuple(r) for r in served] == [(i["kind"], i["id"], "claude") for i in out["items"]] and served
+    memory_id = next(i["id"] for i in out["items"] if i["kind"] == "memory")
+    assert api.get(f"/memories/{memory_id}").json()["utility"] == 0.5
+    assert post(api, "/context", {"task": "x", "session_id": ""}).status_code == 422
+    assert post(api, "/context", {"task": "x", "session_id": "s" * 201}).status_code == 422
 
 
 # -- CLI ---------------------------------------------------------------------------------------------

@@ -131,7 +131,7 @@ def test_every_tool_is_listed_with_a_typed_schema(session):
         assert tool.description and len(tool.description) < 400
         assert tool.input_schema["type"] == "object" and tool.input_schema["properties"]
     search = tools["search_memories"].input_schema["properties"]
-    assert set(search) == {"query", "limit", "detail_level", "tags", "agent_id"}
+    assert set(search) == {"query", "limit", "detail_level", "tags", "agent_id", "repo_root"}
     assert search["detail_level"]["enum"] == ["l0", "l1"]
     assert search["limit"]["minimum"] == 1 and search["limit"]["maximum"] == 50
     assert tools["search_memories"].input_schema["required"] == ["query"]

@@ -138,3 +138,27 @@ def test_partitions_of_sessions_forgotten_outside_dagster_are_pruned(client, set
     assert gone_key in prune_stale_partitions(dagster_instance, client)
     left = dagster_instance.get_dynamic_partitions("session_files")
     assert waiting_key in left and gone_key not in left
+
+
+def test_watched_agent_directories_are_read_in_place_under_their_agent(dagster_instance, tmp_path):
+    """ULTRON_WATCH: the agents' own session directories, no copy; every file there is the
+    agent's, keyed by its absolute path (the key `ingest` of that path gives), and a file
+    that grows is a changed partition like an inbox file."""
+    projects = tmp_path / "home" / ".claude" / "projects"
+    rollouts = tmp_path / "home" / ".codex" / "sessions"
+    a = write_jsonl(projects / "-work-shop" / "0ccf1a04.jsonl", [ROW])
+    b = write_jsonl(rollouts / "2026" / "11" / "28" / "rollout-2026-11-28T10-00-00-abc.jsonl", [ROW])
+    settings = Settings.from_env({"ULTRON_WATCH": f"claude-code:{projects},codex:{rollouts}"},
+                                 home=tmp_path / "ultron")
+    assert projects in settings.ingest_roots and rollouts in settings.ingest_roots
+    sensor = build_session_file_sensor(settings)
+
+    first = tick(sensor, dagster_instance)
+    assert sorted((r.partition_key, r.tags["ultron/agent_id"]) for r in first.run_requests) == [
+        (f"claude-code:{a}", "claude-code"), (f"codex:{b}", "codex")]
+    assert tick(sensor, dagster_instance, first.cursor).run_requests == []
+    with open(a, "a") as fh:
+        fh.write(json.dumps(ROW) + "\n")
+    [grown] = tick(sensor, dagster_instance, first.cursor).run_requests
+    assert grown.partition_key == f"claude-code:{a}"
+    assert not (tmp_path / "ultron" / "inbox").exists()  # nothing was copied

@@ -145,3 +145,21 @@ def test_sync_follows_evolution_retirement_and_forget(client, hub, synced):
     forgot = agent.forget(memory_ids=kube_ids)
     assert forgot["skills_export"]["removed"] == [KUBE_SLUG]
     assert tree(out) == {}
+
+
+def test_a_connected_agents_skills_directory_follows_every_skill_run(client, hub, tmp_path):
+    """`ultron connect` records the agent's skills directory; skill runs then keep it in sync
+    beside (or without) ULTRON_SKILLS_EXPORT_DIR, and disconnect stops it."""
+    from ultron.integrations.connect import connect, disconnect
+
+    home, ultron_home = tmp_path / "home", tmp_path / "ultron"
+    home.mkdir()
+    connect("claude-code", "user", home=home, project=tmp_path, ultron_home=ultron_home, exe=["/x/ultron"])
+    connected = Ultron(dataclasses.replace(client.settings, home=ultron_home, skills_export_dir=None), db=client.db)
+    make_cluster(connected, PANDAS, "pandas missing in docker images")
+    assert len(connected.skills.run_skill_evolution().published) == 1
+    assert list(tree(home / ".claude" / "skills")) == [PANDAS_SLUG]
+    disconnect("claude-code", "user", home=home, project=tmp_path, ultron_home=ultron_home)
+    make_cluster(connected, KUBE, "kubernetes pod crashloop")
+    connected.skills.run_skill_evolution()
+    assert list(tree(home / ".claude" / "skills")) == [PANDAS_SLUG]  # no longer followed

@@ -322,14 +322,15 @@ def build_routes(router: APIRouter, settings: Settings) -> None:
         """One prompt-ready block for a task, within token_budget tokens: the most relevant
         skills (when to use, steps), then memories (L1, or L0 when space is short), each
         labelled with its id for feedback."""
-        return client.context_bundle(body.task, body.token_budget, body.agent_id)
+        return client.context_bundle(body.task, body.token_budget, body.agent_id, repo_root=body.repo_root,
+                                     session_id=body.session_id)
 
     @router.post("/memories/search", tags=["memories"], response_model=SearchResponse,
                  response_model_exclude_unset=True, responses=COMMON)
     def search_memories(body: MemorySearchRequest, client: Client) -> Any:
         """Hybrid search (vector + full text, tier boost, time decay); each hit counts as one use."""
         results = client.search_memories(body.query, body.detail_level, body.limit, body.tier, body.tags,
-                                         body.agent_id)
+                                         body.agent_id, repo_root=body.repo_root)
         return {"results": [r.to_dict(body.detail_level) for r in results], "count": len(results)}
 
     @router.post("/memories/search/batch", tags=["memories"], response_model=BatchSearchResponse,

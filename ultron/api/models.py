@@ -34,6 +34,11 @@ MIN_BUDGET, MAX_BUDGET = 50, 100_000
 MAX_PAGE = 500
 
 
+#: what ``repo_root`` means in a request
+REPO_ROOT = ("a git checkout on the server's machine: memories whose recorded files changed or vanished there are "
+             "marked possibly_stale (with stale_reason) and ranked lower")
+
+
 def _upper(value: Any) -> Any:
     return value.upper() if isinstance(value, str) else value
 
@@ -97,6 +102,11 @@ class ContextRequest(Request):
     token_budget: int = Field(1500, ge=MIN_BUDGET, le=MAX_BUDGET,
                               description="the block never exceeds this many tokens (cl100k)")
     agent_id: AgentId | None = Field(None, description="only this agent's memories")
+    repo_root: ServerPath | None = Field(None, description=REPO_ROOT)
+    session_id: Text(200, 1) | None = Field(
+        None, description="the agent's own session id (Claude Code's session id, a Codex rollout's id): what is "
+                          "served is recorded, and the session's outcome, once ingested and scored, moves each "
+                          "item's utility")
 
 
 class MemorySearchRequest(Request):
@@ -107,6 +117,7 @@ class MemorySearchRequest(Request):
     tier: Tier | None = None
     tags: Tags | None = Field(None, description="only memories carrying all of these tags")
     agent_id: AgentId | None = None
+    repo_root: ServerPath | None = Field(None, description=REPO_ROOT)
 
 
 class MemoryBatchSearchRequest(Request):
@@ -172,6 +183,10 @@ class SearchHit(MemoryL0):
     similarity_score: float
     score: float
     matched: list[str] = Field(description="which retrievers found it: vector, text")
+    possibly_stale: bool | None = Field(None, description="with repo_root: a file it was learned from changed or "
+                                                          "vanished in that checkout")
+    stale_reason: str | None = Field(None, description="which files, e.g. 'src/app.py changed since 2026-11-28'")
+    stale_files: list[dict[str, Any]] | None = Field(None, description="{path, status, seen_at} per file")
 
 
 class SearchResponse(Response):

@@ -14,25 +14,42 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from ultron.cli import commands, commands_agent, commands_mcp, commands_server
 from ultron.cli.console import CLIError, user_error
-from ultron.cli.parser import build_parser
 from ultron.settings import Settings
 
 __all__ = ["COMMANDS", "CLIError", "build_parser", "main"]
 
-#: command name -> handler(settings, args) returning the exit code.
-COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {**commands.COMMANDS,
-                                                                       **commands_server.COMMANDS,
-                                                                       **commands_mcp.COMMANDS,
-                                                                       **commands_agent.COMMANDS}
+
+def _commands() -> dict[str, Callable[[Settings, argparse.Namespace], int]]:
+    """command name -> handler(settings, args) returning the exit code."""
+    from ultron.cli import commands, commands_agent, commands_connect, commands_mcp, commands_server, commands_stale
+
+    return {**commands.COMMANDS, **commands_server.COMMANDS, **commands_mcp.COMMANDS, **commands_agent.COMMANDS,
+            **commands_stale.COMMANDS, **commands_connect.COMMANDS}
+
+
+def __getattr__(name: str) -> object:
+    # The command table and the parser load on first use: `ultron hook` runs inside the
+    # agent's start-up and needs neither.
+    if name == "COMMANDS":
+        return _commands()
+    if name == "build_parser":
+        from ultron.cli.parser import build_parser
+
+        return build_parser
+    raise AttributeError(name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["hook"]:
+        return _hook(argv[1:])
+    from ultron.cli.parser import build_parser
+
     args = build_parser().parse_args(argv)
     try:
         settings = Settings.from_env()
-        return COMMANDS[args.command](settings, args)
+        return _commands()[args.command](settings, args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `ultron search ... | head`: the reader left, nothing to report
@@ -50,3 +67,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"ultron: error: {message}", file=sys.stderr)
         return 2
+
+
+def _hook(args: list[str]) -> int:
+    """``ultron hook <agent> <event>``: read without argparse (it would exit 2 on a bad
+    argument) and without the command table; whatever goes wrong, the agent gets exit 0."""
+    try:
+        from ultron.integrations.hooks import main as hook_main
+
+        agent, event = (args + ["", ""])[:2]
+        return hook_main(agent, event, sys.stdin, sys.stdout, Settings.from_env())
+    except BaseException:  # noqa: BLE001 - a hook never fails the agent
+        return 0

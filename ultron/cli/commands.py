@@ -79,7 +79,7 @@ def _search(settings: Settings, args: argparse.Namespace) -> int:
     u = _client(settings)
     tags = [t.strip().lower() for t in args.tag if t.strip()] or None
     results = u.search_memories(args.query, detail_level=args.detail, limit=args.limit, tier=args.tier,
-                                tags=tags, agent_id=args.agent_id)
+                                tags=tags, agent_id=args.agent_id, repo_root=getattr(args, "repo", None))
     if args.json:
         print_json([r.to_dict(args.detail) for r in results])
         return 0
@@ -88,7 +88,8 @@ def _search(settings: Settings, args: argparse.Namespace) -> int:
         return 0
     summary = "summary_l0" if args.detail == "l0" else "overview_l1"
     rows = [(fmt.short_id(r.record.id), r.record.memory_type, r.record.tier, f"{r.similarity_score:.2f}",
-             f"{r.score:.4f}", getattr(r.record, summary) or r.record.summary_l0) for r in results]
+             f"{r.score:.4f}", (getattr(r.record, summary) or r.record.summary_l0)
+             + (f" (possibly stale: {r.stale_reason})" if r.possibly_stale else "")) for r in results]
     print(fmt.table(["id", "type", "tier", "sim", "score", "summary"], rows, align="lllrrl",
                     max_width=fmt.terminal_width()))
     return 0

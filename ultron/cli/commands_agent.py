@@ -34,7 +34,9 @@ def _upload(settings: Settings, args: argparse.Namespace) -> int:
 def _context(settings: Settings, args: argparse.Namespace) -> int:
     if not args.task.strip():
         raise CLIError("the task is empty", 2)
-    out = _client(settings).context_bundle(args.task, token_budget=args.budget, agent_id=args.agent_id)
+    out = _client(settings).context_bundle(args.task, token_budget=args.budget, agent_id=args.agent_id,
+                                           repo_root=getattr(args, "repo", None),
+                                           session_id=getattr(args, "session_id", None))
     if args.json:
         print_json(out)
         return 0

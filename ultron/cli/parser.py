@@ -114,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--tag", action="append", default=[], metavar="TAG",
                     help="only memories carrying this tag (repeat for several; all must match)")
     se.add_argument("--agent-id", metavar="A", help="only memories from this agent")
+    se.add_argument("--repo", metavar="DIR",
+                    help="the checkout you work in: memories whose files changed or vanished there are marked "
+                         "possibly stale and ranked lower")
     _json_flag(se, "the results")
 
     de = sub.add_parser("details", help="print memories in full",
@@ -157,7 +160,19 @@ def build_parser() -> argparse.ArgumentParser:
     cx.add_argument("--budget", type=_budget, default=1500, metavar="N",
                     help="at most this many tokens (50-100000, default 1500)")
     cx.add_argument("--agent-id", metavar="A", help="only this agent's memories")
+    cx.add_argument("--repo", metavar="DIR",
+                    help="the checkout you work in: memories whose files changed or vanished there rank lower "
+                         "and say so")
+    cx.add_argument("--session-id", metavar="ID",
+                    help="the agent's own session id: what is served is recorded, and the session's outcome, "
+                         "once ingested and scored, moves each item's utility")
     _json_flag(cx, "the bundle (text, items, tokens)")
+
+    sl = sub.add_parser("stale", help="memories whose files changed or vanished in a repository",
+                        description="Memories learned from files of this repository (matched by its origin remote) "
+                                    "whose files have since changed or been deleted in the working tree, with why.")
+    sl.add_argument("--repo", metavar="DIR", help="a directory inside the repository (default: the current one)")
+    _json_flag(sl, "the report")
 
     fb = sub.add_parser("feedback", help="say whether a memory or a skill helped",
                         description="Record an agent's verdict. A memory: helpful adds hits and recency; not "
@@ -243,4 +258,28 @@ def build_parser() -> argparse.ArgumentParser:
                                     "evolution, consolidation (if ULTRON_CONSOLIDATE_ENABLED) and the raw archive "
                                     "purge.")
     _json_flag(ma, "the summary")
+
+    for name, verb in (("connect", "install Ultron into"), ("disconnect", "remove Ultron from")):
+        co = sub.add_parser(name, help=f"{verb} an agent (claude-code, codex): hooks, MCP server, skills",
+                            description=(
+                                "Write the agent's hooks (session start gets the project's context bundle; stop, "
+                                "pre-compact and session end hand the transcript to Ultron), register the MCP "
+                                "server and export skills into the agent's skills directory. Idempotent; keeps "
+                                "every hook and setting Ultron did not write; prints what changed."
+                                if name == "connect" else
+                                "Undo `ultron connect`: a file still exactly as Ultron wrote it gets its "
+                                "original bytes back; otherwise only Ultron's entries are removed."))
+        co.add_argument("agent", choices=["claude-code", "codex"])
+        co.add_argument("--scope", choices=["user", "project"], default="user",
+                        help="user: the agent's files in your home (default); project: in --project")
+        co.add_argument("--home", metavar="DIR", help="the home directory holding the agent's files (default ~)")
+        co.add_argument("--project", metavar="DIR", help="the project for --scope project (default: here)")
+
+    hk = sub.add_parser("hook", help="run by the agent at a lifecycle event (reads its JSON on stdin)",
+                        description="The entry point `ultron connect` installs. Always exits 0 within "
+                                    "ULTRON_HOOK_TIMEOUT_SECONDS (2 s), printing nothing on failure; see "
+                                    "$ULTRON_HOME/logs/hooks.log.")
+    # free text, checked inside: a hook must exit 0 even when called with an unknown name
+    hk.add_argument("agent", help="claude-code or codex")
+    hk.add_argument("event", help="session-start, stop, pre-compact or session-end")
     return parser

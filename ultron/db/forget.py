@@ -15,7 +15,8 @@ from ultron.db.memories import session_condition
 
 #: Every table forget can change, in the order VACUUM visits them.
 TABLES = ("trajectory_records", "session_messages", "parse_problems", "raw_user_uploads", "task_segments",
-          "memory_records", "memory_contributions", "knowledge_clusters", "skills", "feedback_events")
+          "memory_records", "memory_contributions", "memory_files",
+          "knowledge_clusters", "skills", "feedback_events", "bundle_serves")
 
 
 # -- sessions --------------------------------------------------------------------------
@@ -29,7 +30,7 @@ def sessions_matching(conn: sa.Connection, *, session_file: str | None, agent_id
         return []
     cond, params = session_condition(session_file, agent_id, "r.")
     rows = conn.execute(sa.text(
-        f"""SELECT r.agent_id, r.session_file, r.partition_key,
+        f"""SELECT r.agent_id, r.session_file, r.partition_key, r.agent_session_id,
                    (SELECT count(*) FROM session_messages m WHERE m.record_id = r.id) AS messages,
                    (SELECT count(*) FROM parse_problems p WHERE p.record_id = r.id) AS problems
             FROM trajectory_records r WHERE {cond} ORDER BY r.session_file, r.agent_id"""), params)

@@ -16,11 +16,12 @@ import numpy as np
 import sqlalchemy as sa
 
 from ultron.db.feedback import demoted_sql
+from ultron.db.outcomes import utility
 
 RECORD_COLS = (
     "id, memory_type, content, context, resolution, tags, summary_l0, overview_l1, kind, tools_used, confidence, "
     "tier, status, hit_count, last_hit_at, merge_pending, agent_id, segment_id, session_file, start_line, end_line, "
-    "created_at, updated_at, helpful_count, unhelpful_count"
+    "created_at, updated_at, helpful_count, unhelpful_count, outcome_helped, outcome_unhelped"
 )
 
 RECORD_FIELDS = tuple(c.strip() for c in RECORD_COLS.split(","))
@@ -56,6 +57,14 @@ class MemoryRecord:
     #: agents' verdicts (``ultron.db.feedback``)
     helpful_count: int = 0
     unhelpful_count: int = 0
+    #: weights of the session outcomes attributed to it (``ultron.db.outcomes``)
+    outcome_helped: float = 0.0
+    outcome_unhelped: float = 0.0
+
+    @property
+    def utility(self) -> float:
+        """The utility posterior mean: feedback and attributed outcomes (``ultron.db.outcomes``)."""
+        return utility(self.helpful_count, self.unhelpful_count, self.outcome_helped, self.outcome_unhelped)
 
     def to_dict(self, detail_level: str = "full") -> dict[str, Any]:
         base = {"id": self.id, "memory_type": self.memory_type, "tier": self.tier, "status": self.status,
@@ -71,7 +80,9 @@ class MemoryRecord:
                     end_line=self.end_line,
                     last_hit_at=self.last_hit_at.isoformat() if self.last_hit_at else None,
                     created_at=self.created_at.isoformat() if self.created_at else None,
-                    helpful_count=self.helpful_count, unhelpful_count=self.unhelpful_count)
+                    helpful_count=self.helpful_count, unhelpful_count=self.unhelpful_count,
+                    outcome_helped=round(self.outcome_helped, 4), outcome_unhelped=round(self.outcome_unhelped, 4),
+                    utility=round(self.utility, 4))
         return base
 
     def body(self) -> dict[str, str]:

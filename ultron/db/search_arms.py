@@ -30,7 +30,7 @@ from ultron.db.feedback import FEEDBACK_FACTOR_SQL
 from ultron.db.memories import _filters
 
 #: what ranking needs of a candidate; the full records of the ones returned are read after ranking
-CANDIDATE_COLS = "m.id, m.tier, m.last_hit_at, m.created_at"
+CANDIDATE_COLS = "m.id, m.tier, m.last_hit_at, m.created_at, m.outcome_helped, m.outcome_unhelped"
 
 # The query's lexemes (Postgres ``english``: stemmed, stop words dropped) held by at least one
 # active memory, with their count in the query, their Okapi idf (the +1 inside the log, never

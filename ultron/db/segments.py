@@ -161,6 +161,33 @@ def mark_segmented(conn: sa.Connection, record_id: str) -> None:
                          "updated_at = now() WHERE id = :id"), {"id": record_id})
 
 
+@dataclass(frozen=True)
+class SessionScoring:
+    """Where a session's scoring stands, for attributing its outcome."""
+
+    agent_session_id: str | None
+    segmented: int
+    updated_at: Any
+    segments: int
+    unlabeled: int
+
+    @property
+    def complete(self) -> bool:
+        return self.segmented == 1 and self.segments > 0 and self.unlabeled == 0
+
+
+def session_scoring(conn: sa.Connection, agent_id: str, session_file: str) -> SessionScoring | None:
+    row = conn.execute(sa.text(
+        """SELECT r.agent_session_id, r.segmented, r.updated_at,
+                  (SELECT count(*) FROM task_segments s WHERE s.agent_id = r.agent_id
+                      AND s.session_file = r.session_file) AS segments,
+                  (SELECT count(*) FROM task_segments s WHERE s.agent_id = r.agent_id
+                      AND s.session_file = r.session_file AND s.labeled = 0) AS unlabeled
+           FROM trajectory_records r WHERE r.agent_id = :a AND r.session_file = :f"""),
+        {"a": agent_id, "f": session_file}).first()
+    return SessionScoring(**row._mapping) if row else None
+
+
 def save_label(conn: sa.Connection, segment_id: str, metrics: dict[str, Any]) -> None:
     conn.execute(sa.text(
         "UPDATE task_segments SET quality_metrics = :q, labeled = 1, claimed_by = NULL, claim_expires_at = NULL, "

@@ -95,18 +95,21 @@ def upsert_record(
 def finish_record(
     conn: sa.Connection, record_id: str, *, content_hash: str, size_bytes: int, line_count: int,
     message_count: int, problem_count: int, session_format: str | None, role_counts: dict[str, int],
+    agent_session_id: str | None = None,
 ) -> None:
+    """``agent_session_id``: the agent's own id for the session (``ultron.sessions.identity``);
+    bundles served with it are credited with this session's outcome."""
     conn.execute(
         sa.text(
             """
             UPDATE trajectory_records SET content_hash = :h, size_bytes = :s, line_count = :l,
                 message_count = :n, problem_count = :p, session_format = :fmt,
-                role_counts = CAST(:roles AS jsonb), updated_at = now()
+                role_counts = CAST(:roles AS jsonb), agent_session_id = :sid, updated_at = now()
             WHERE id = :id
             """
         ),
         {"id": record_id, "h": content_hash, "s": size_bytes, "l": line_count, "n": message_count,
-         "p": problem_count, "fmt": session_format, "roles": json.dumps(role_counts)},
+         "p": problem_count, "fmt": session_format, "roles": json.dumps(role_counts), "sid": agent_session_id},
     )
 
 

@@ -18,10 +18,12 @@ import numpy as np
 import sqlalchemy as sa
 
 from ultron.db.feedback import RELIABILITY_SQL
+from ultron.db.outcomes import utility_sql
 from ultron.db.memories import vec
 
 #: What agents' feedback keeps on a skill (``ultron.db.feedback``).
-FEEDBACK_COLS = f"lifecycle, helpful_count, unhelpful_count, {RELIABILITY_SQL} AS reliability"
+FEEDBACK_COLS = (f"lifecycle, helpful_count, unhelpful_count, {RELIABILITY_SQL} AS reliability, "
+                 f"outcome_helped, outcome_unhelped, {utility_sql()} AS utility")
 SKILL_COLS = ("id, slug, version, parent_version, cluster_id, name, description, skill_md, meta, memory_ids, score, "
               f"status, superseded_slugs, path, created_at, updated_at, {FEEDBACK_COLS}")
 LIST_COLS = ("slug, version, parent_version, cluster_id, name, description, score, status, superseded_slugs, path, "
@@ -154,20 +156,21 @@ def supersede(conn: sa.Connection, slugs: Sequence[str]) -> list[tuple[str, str]
 def insert_skill(conn: sa.Connection, *, slug: str, version: str, parent_version: str | None, cluster_id: str,
                  name: str, description: str, skill_md: str, meta: dict[str, Any], memory_ids: Sequence[str],
                  score: float, superseded_slugs: Sequence[str], path: str, embedding: np.ndarray) -> str:
-    """A new current version. Its feedback counters and lifecycle continue the slug's latest
-    version's, so a re-synthesised skill keeps its record (a retired one stays retired)."""
+    """A new current version. Its feedback counters, outcome sums and lifecycle continue the
+    slug's latest version's, so a re-synthesised skill keeps its record (a retired one stays retired)."""
     skill_id = str(uuid.uuid4())
     conn.execute(sa.text(
         """
-        WITH prev AS (SELECT helpful_count, unhelpful_count, lifecycle FROM skills WHERE slug = :slug
-                      ORDER BY created_at DESC, version DESC LIMIT 1)
+        WITH prev AS (SELECT helpful_count, unhelpful_count, lifecycle, outcome_helped, outcome_unhelped
+                      FROM skills WHERE slug = :slug ORDER BY created_at DESC, version DESC LIMIT 1)
         INSERT INTO skills (id, slug, version, parent_version, cluster_id, name, description, skill_md, meta,
                             memory_ids, score, status, superseded_slugs, path, embedding,
-                            helpful_count, unhelpful_count, lifecycle)
+                            helpful_count, unhelpful_count, lifecycle, outcome_helped, outcome_unhelped)
         VALUES (:id, :slug, :version, :parent, :cluster, :name, :description, :md, CAST(:meta AS jsonb), :ids,
                 :score, 'current', :sup, :path, CAST(:emb AS vector),
                 coalesce((SELECT helpful_count FROM prev), 0), coalesce((SELECT unhelpful_count FROM prev), 0),
-                coalesce((SELECT lifecycle FROM prev), 'probationary'))
+                coalesce((SELECT lifecycle FROM prev), 'probationary'),
+                coalesce((SELECT outcome_helped FROM prev), 0), coalesce((SELECT outcome_unhelped FROM prev), 0))
         """), {"id": skill_id, "slug": slug, "version": version, "parent": parent_version, "cluster": cluster_id,
                "name": name, "description": description, "md": skill_md, "meta": json.dumps(meta, default=str),
                "ids": list(memory_ids), "score": score, "sup": list(superseded_slugs), "path": path,

@@ -50,6 +50,9 @@ Tags = Annotated[list[Tag] | None, Field(max_length=100, description="only memor
 AgentId = Annotated[str | None, Field(max_length=128, description="an agent id: 1-128 letters, digits, '.', '_', "
                                                                     "'-' or '@'"),
                     AfterValidator(optional_agent_id)]
+RepoRoot = Annotated[str | None, Field(max_length=4096, description=(
+    "absolute path of the git checkout you work in (on the server's machine): memories whose files changed or "
+    "vanished there are marked possibly_stale and ranked lower"))]
 SkillName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$",
                                  description="the skill's name (lowercase letters, digits, hyphens)")]
 
@@ -217,13 +220,13 @@ def build_server(factory: Callable[[], Any] | LazyUltron, *, name: str = "ultron
                         limit: Annotated[int, Field(ge=1, le=50, description="at most this many results")] = 10,
                         detail_level: Annotated[Literal["l0", "l1"], Field(
                             description="l0: one-line summaries; l1: short overviews")] = "l1",
-                        tags: Tags = None, agent_id: AgentId = None) -> dict[str, Any]:
+                        tags: Tags = None, agent_id: AgentId = None, repo_root: RepoRoot = None) -> dict[str, Any]:
         """Search the shared memory of past agent sessions (errors and their fixes, preferences,
         patterns) by meaning and keywords. Returns ranked memories with their ids; get the full
         text with get_memory_details, and say whether one helped with feedback."""
         with tool_errors("search_memories"):
             results = ultron.get().search_memories(query, detail_level=detail_level, limit=limit, tags=tags,
-                                                   agent_id=agent_id)
+                                                   agent_id=agent_id, repo_root=repo_root)
             return {"results": [_record(r, detail_level) for r in results], "count": len(results)}
 
     @_tool(server, "Memory details")
@@ -271,11 +274,16 @@ def build_server(factory: Callable[[], Any] | LazyUltron, *, name: str = "ultron
     @_tool(server, "Context for a task")
     def context_bundle(task: _text(10_000, 1, "the task you are about to do, in plain words"),
                        token_budget: Annotated[int, Field(ge=50, le=32_000, description=(
-                           "the most tokens the returned text may take"))] = 1500) -> dict[str, Any]:
+                           "the most tokens the returned text may take"))] = 1500,
+                       repo_root: RepoRoot = None,
+                       session_id: Annotated[str | None, Field(max_length=200, description=(
+                           "your own session id, if you know it: what is served is then credited with how "
+                           "the session ends"))] = None) -> dict[str, Any]:
         """One prompt-ready block for a task, within a token budget: the most relevant skills
         (when to use, steps), then memories. Each item carries its id for feedback."""
         with tool_errors("context_bundle"):
-            return _jsonable(ultron.get().context_bundle(task, token_budget=token_budget))
+            return _jsonable(ultron.get().context_bundle(task, token_budget=token_budget, repo_root=repo_root,
+                                                         session_id=session_id))
 
     @_tool(server, "Give feedback")
     def feedback(helpful: Annotated[bool, Field(description="true if it helped, false if it was wrong or useless")],

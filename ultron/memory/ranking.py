@@ -27,9 +27,11 @@ measures any of them end to end):
 from __future__ import annotations
 
 import math
+import random
 from datetime import datetime, timezone
 from typing import Any
 
+from ultron.db.outcomes import outcome_utility
 from ultron.settings import Settings
 
 RRF_K = 60
@@ -77,9 +79,35 @@ def fused_scores(candidates: list[dict[str, Any]], fusion: str, dense_weight: fl
     return [dense_weight * d + (1.0 - dense_weight) * x for d, x in zip(dense, lexical)]
 
 
-def rank_candidates(candidates: list[dict[str, Any]], settings: Settings, limit: int) -> list[dict[str, Any]]:
-    """Fusion, then the tier boost, the time decay and the feedback factor the candidate query
-    computed (``ultron.db.feedback.FEEDBACK_FACTOR_SQL``). The similarity floor drops rows that
+def utility_factor(candidate: dict[str, Any], weight: float, explore: random.Random | None = None) -> float:
+    """``1 + w * (2u - 1)``, ``u`` the utility posterior from attributed session outcomes alone
+    (``ultron.db.outcomes.outcome_utility``): 1 with no evidence, within ``1 ± w`` however much
+    there is; at the default w = 1 it is ``2u``, relevance times how likely the memory helps
+    relative to one never judged. The posterior shrinks towards 0.5 while evidence is thin,
+    because an outcome is circumstantial (a session can fail for reasons no served memory
+    caused); explicit feedback keeps its own, stronger factor.
+
+    ``explore`` (for a bundle whose session's outcome will be counted): ``u`` is drawn from the
+    posterior, Beta(1 + helped, 1 + unhelped), instead of taken as its mean (Thompson
+    sampling). Memories served together share every outcome, so without this the ones never
+    served beside a misleading memory would never be tried and nothing could be told apart;
+    the draws narrow as evidence grows, so a well-judged memory keeps its place."""
+    helped = float(candidate.get("outcome_helped") or 0.0)
+    unhelped = float(candidate.get("outcome_unhelped") or 0.0)
+    if weight <= 0:
+        return 1.0
+    if explore is not None:
+        return 1.0 + weight * (2.0 * explore.betavariate(1.0 + helped, 1.0 + unhelped) - 1.0)
+    if helped == 0 and unhelped == 0:
+        return 1.0
+    return 1.0 + weight * (2.0 * outcome_utility(helped, unhelped) - 1.0)
+
+
+def rank_candidates(candidates: list[dict[str, Any]], settings: Settings, limit: int,
+                    explore: random.Random | None = None) -> list[dict[str, Any]]:
+    """Fusion, then the tier boost, the time decay, the feedback factor the candidate query
+    computed (``ultron.db.feedback.FEEDBACK_FACTOR_SQL``) and the outcome factor
+    (``utility_factor``). The similarity floor drops rows that
     are neither close in meaning (cosine below ``search_min_score``) nor hold a query word."""
     now = datetime.now(timezone.utc)
     kept = [c for c in candidates
@@ -93,6 +121,8 @@ def rank_candidates(candidates: list[dict[str, Any]], settings: Settings, limit:
         w = settings.time_decay_weight
         decay = 1 - w + w * math.exp(-settings.decay_alpha * days)
         feedback = float(c.get("feedback_factor") or 1.0)
-        out.append({**c, "score": relevance * TIER_BOOST.get(c["tier"], 1.0) * decay * feedback, "matched": matched})
+        outcomes = utility_factor(c, settings.utility_rank_weight, explore)
+        out.append({**c, "score": relevance * TIER_BOOST.get(c["tier"], 1.0) * decay * feedback * outcomes,
+                    "matched": matched})
     out.sort(key=lambda c: (-c["score"], -float(c["similarity"] or 0), c["id"]))
     return out[:limit]

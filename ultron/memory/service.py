@@ -9,6 +9,7 @@ of the same memory end as one row and one contribution, never two rows.
 from __future__ import annotations
 
 import logging
+import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -21,6 +22,8 @@ from ultron.db import fallback_marks as marks_store
 from ultron.db import feedback as feedback_store
 from ultron.db import forget as forget_store
 from ultron.db import memories as store
+from ultron.db import outcomes as outcome_store
+from ultron.db import memory_files as file_store
 from ultron.db import search_arms as arms
 from ultron.db.memories import MemoryRecord
 from ultron.embeddings.query_cache import QUERIES
@@ -28,6 +31,8 @@ from ultron.heuristics.merge import names_different_things
 from ultron.llm.errors import LLMError
 from ultron.llm.tokens import truncate_to_tokens
 from ultron.memory.ranking import arm_settings, rank_candidates
+from ultron.memory.repos import LocatedFile, repo_at
+from ultron.memory.staleness import StaleFile, reason, stale_files
 from ultron.vocabulary import DETAIL_LEVELS, L0_TOKENS, L1_TOKENS
 
 log = logging.getLogger("ultron.memory")
@@ -59,10 +64,24 @@ class SearchResult:
     similarity_score: float
     score: float
     matched: list[str] = field(default_factory=list)  # "vector", "text"
+    #: files that changed or vanished in the repository searched from; None = not checked
+    stale: list[StaleFile] | None = None
+
+    @property
+    def possibly_stale(self) -> bool:
+        return bool(self.stale)
+
+    @property
+    def stale_reason(self) -> str | None:
+        return reason(self.stale) if self.stale else None
 
     def to_dict(self, detail_level: str = "l1") -> dict[str, Any]:
-        return {**self.record.to_dict(detail_level), "similarity_score": round(self.similarity_score, 4),
-                "score": round(self.score, 6), "matched": self.matched}
+        out = {**self.record.to_dict(detail_level), "similarity_score": round(self.similarity_score, 4),
+               "score": round(self.score, 6), "matched": self.matched}
+        if self.stale is not None:  # only a search given a repository says anything about staleness
+            out.update(possibly_stale=self.possibly_stale, stale_reason=self.stale_reason,
+                       stale_files=[f.to_dict() for f in self.stale])
+        return out
 
 
 class MemoryService:
@@ -214,15 +233,66 @@ class MemoryService:
     # -- search --------------------------------------------------------------------------------
 
     def search_memories(self, query: str, detail_level: str = "l1", limit: int = 10, tier: str | None = None,
-                        tags: Sequence[str] | None = None, agent_id: str | None = None) -> list[SearchResult]:
+                        tags: Sequence[str] | None = None, agent_id: str | None = None,
+                        repo_root: str | None = None, explore_seed: str | None = None) -> list[SearchResult]:
         """Hybrid search: HNSW ANN and BM25 over the GIN index, fused (``ultron.memory.ranking``), then
-        the tier boost, time decay and feedback factor."""
+        the tier boost, time decay and feedback factor. ``repo_root``: a checkout to check the
+        results against (:meth:`mark_stale`). ``explore_seed``: draw each memory's outcome
+        utility from its posterior, seeded by this (the bundle of a session whose outcome will
+        be counted; ``ranking.utility_factor``)."""
         if detail_level not in DETAIL_LEVELS:
             raise ValueError("detail_level must be 'l0' or 'l1' (use get_memory_details for full text)")
         if not query or not query.strip() or limit <= 0:
             return []
         self.check_embedding_profile()
-        return self._search(query, None, limit, {"tier": tier, "tags": tags, "agent_id": agent_id})
+        explore = random.Random(explore_seed) if explore_seed is not None else None
+        found = self._search(query, None, limit, {"tier": tier, "tags": tags, "agent_id": agent_id}, explore)
+        return self.mark_stale(found, repo_root) if repo_root is not None else found
+
+    # -- files and staleness ---------------------------------------------------------------------
+
+    def record_files(self, conn, memory_id: str, files: Sequence[LocatedFile]) -> int:
+        """Link a memory to the repository files it was learned from (on the caller's transaction)."""
+        return file_store.record_files(conn, memory_id, [
+            {"remote": f.remote, "path": f.path, "sha256": f.sha256, "edited": f.edited} for f in files])
+
+    def stale_files_of(self, repo_root: str, memory_ids: Sequence[str]) -> dict[str, list[StaleFile]] | None:
+        """Per memory, its recorded files in the repository at ``repo_root`` that changed or
+        vanished there ([] when none did); None when ``repo_root`` is not in a git repository."""
+        repo = repo_at(repo_root)
+        if repo is None:
+            return None
+        with self.db.engine.connect() as conn:
+            recorded = file_store.files_of(conn, list(memory_ids), repo.remote)
+        return {m: stale_files(repo, recorded.get(m, [])) for m in memory_ids}
+
+    def mark_stale(self, results: list[SearchResult], repo_root: str) -> list[SearchResult]:
+        """Mark results whose files changed or vanished in ``repo_root``, multiply their score by
+        ULTRON_STALE_SCORE_FACTOR and re-order (stable). Not a repository: nothing is marked."""
+        found = self.stale_files_of(repo_root, [r.record.id for r in results])
+        if found is None:
+            return results
+        for r in results:
+            r.stale = found.get(r.record.id, [])
+            if r.stale:
+                r.score *= self.settings.stale_score_factor
+        return sorted(results, key=lambda r: -r.score)
+
+    def stale_memories(self, repo_root: str) -> dict[str, Any] | None:
+        """Every active memory with files in the repository at ``repo_root`` that changed or
+        vanished: ``{"repo", "remote", "checked", "stale": [{"memory": L1, "reason", "files"}]}``;
+        None when ``repo_root`` is not in a git repository."""
+        repo = repo_at(repo_root)
+        if repo is None:
+            return None
+        with self.db.engine.connect() as conn:
+            recorded = file_store.files_in_repo(conn, repo.remote)
+            stale = {m: files for m, rows in recorded.items() if (files := stale_files(repo, rows))}
+            records = {r.id: r for r in store.get_records(conn, sorted(stale))}
+        return {"repo": str(repo.root), "remote": repo.remote, "checked": len(recorded),
+                "stale": [{"memory": records[m].to_dict("l1"), "reason": reason(files),
+                           "files": [f.to_dict() for f in files]}
+                          for m, files in sorted(stale.items()) if m in records]}
 
     def search_memories_batch(self, queries: Sequence[str], detail_level: str = "l1", limit: int = 10,
                               tier: str | None = None, tags: Sequence[str] | None = None,
@@ -239,14 +309,15 @@ class MemoryService:
         filters = {"tier": tier, "tags": tags, "agent_id": agent_id}
         return [self._search(q, vectors[q], limit, filters) if q in vectors else [] for q in queries]
 
-    def _search(self, query: str, q: np.ndarray | None, limit: int, filters: dict[str, Any]) -> list[SearchResult]:
+    def _search(self, query: str, q: np.ndarray | None, limit: int, filters: dict[str, Any],
+                explore: random.Random | None = None) -> list[SearchResult]:
         k = max(limit * 4, 40)
         if q is None:
             q = QUERIES.embed(self.embedder, query)
         with self.db.search_engine.connect() as conn:
             arms.use_ef_search(conn, max(self.settings.hnsw_ef_search, k))
             candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings), **filters)
-            ranked = rank_candidates(candidates, self.settings, limit)
+            ranked = rank_candidates(candidates, self.settings, limit, explore)
             records = {r.id: r for r in store.get_records(conn, [c["id"] for c in ranked])}
         self.db.hits.add(list(records), 1)
         for record in records.values():  # as they are once this search's hit is written
@@ -296,9 +367,11 @@ class MemoryService:
                 raise KeyError(f"no memory with id {memory_id!r}")
             feedback_store.record_event(conn, "memory", memory_id, helpful,
                                         self.redactor.redact(note) if note else "", agent_id)
+            utility = outcome_store.utilities(conn, "memory", [memory_id])[memory_id]["utility"]
         return {"target_kind": "memory", "target_id": memory_id, "helpful": helpful,
                 "helpful_count": row["helpful_count"], "unhelpful_count": row["unhelpful_count"],
-                "hit_count": row["hit_count"], "tier": row["tier"], "status": row["status"]}
+                "hit_count": row["hit_count"], "tier": row["tier"], "status": row["status"],
+                "utility": round(float(utility), 4)}
 
     # -- maintenance ---------------------------------------------------------------------------
 
@@ -373,6 +446,8 @@ class MemoryService:
             summaries=summaries, embedding=self._embed(new_body) if new_body else None, merge_pending=False)
         store.add_hits(conn, [keep.id], drop.hit_count)
         feedback_store.move_memory_feedback(conn, drop.id, keep.id)
+        outcome_store.move_memory_outcomes(conn, drop.id, keep.id)
+        file_store.move_files(conn, drop.id, keep.id)
         store.delete_records(conn, [drop.id])
 
     # -- forget ----------------------------------------------------------------------------------
@@ -437,6 +512,8 @@ class MemoryService:
             if rec is not None:  # what these memories said before: labels may have been built from it
                 out.forgotten_text += [rec.content, rec.context, rec.resolution, " ".join(rec.tags)]
         cascaded = store.count_contributions(conn, sorted(doomed))
+        # a rebuilt memory's file references may name the forgotten session's files: they go too
+        files_deleted = file_store.delete_files(conn, sorted(doomed | set(rebuilt)))
         counts["memories_deleted"] = store.delete_records(conn, sorted(doomed))
         counts["memories_rebuilt"] = len(rebuilt)
         out.deleted_memories = sorted(i for i in doomed if i in before)
@@ -456,6 +533,7 @@ class MemoryService:
             "task_segments": {"deleted": counts["segments"], "updated": 0},
             "memory_records": {"deleted": counts["memories_deleted"], "updated": len(rebuilt)},
             "memory_contributions": {"deleted": len(taken) + cascaded, "updated": 0},
+            "memory_files": {"deleted": files_deleted, "updated": 0},
         })
         return out
 

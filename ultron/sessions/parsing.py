@@ -4,12 +4,14 @@ It reads one line at a time with a hard per-line byte limit, so a 100 MB file or
 a single multi-megabyte line never has to sit in memory whole. Every line that
 cannot be used becomes a located :class:`Problem`; the lines around it are kept.
 
-Three shapes are understood, per line, and the file's format is reported as the
+Four shapes are understood, per line, and the file's format is reported as the
 most specific shape seen in it:
 
 * ``openai``: ``{"role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content"}``
 * ``anthropic``: ``{"role", "content": [blocks]}`` with text / thinking / tool_use / tool_result
 * ``claude_code``: Claude Code transcripts, ``{"type", "message": {...}, "uuid", "isSidechain"}``
+* ``codex``: Codex CLI rollouts, ``{"timestamp", "type", "payload"}`` lines whose ``response_item``
+  payloads are Responses-API items; the 2025 files without the envelope too
 """
 
 from __future__ import annotations
@@ -30,9 +32,25 @@ _DRAIN_CHUNK = 1 << 20
 # that are not valid Unicode scalar values (lone surrogates).
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_FORMAT_RANK = {"openai": 0, "anthropic": 1, "claude_code": 2, "codex": 3}
 # Claude Code line types that never carry a chat message.
-_FORMAT_RANK = {"openai": 0, "anthropic": 1, "claude_code": 2}
 _NON_MESSAGE_TYPES = {"file-history-snapshot", "queue-operation", "summary", "progress", "system"}
+# Codex rollout envelopes; only session_meta and response_item can hold something to read.
+_CODEX_ENVELOPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+# Responses-API items Codex records that carry nothing for a transcript (reasoning is encrypted
+# or a summary; snapshots and compaction are harness bookkeeping).
+_CODEX_SILENT_ITEMS = {"reasoning", "ghost_snapshot", "compaction", "compaction_summary"}
+_CODEX_CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
+_CODEX_OUTPUTS = {"function_call_output", "custom_tool_call_output"}
+_CODEX_ITEMS = {"message"} | _CODEX_SILENT_ITEMS | _CODEX_CALLS | _CODEX_OUTPUTS
+# Context Codex injects with role "user": AGENTS.md contents, or a whole block that is one
+# snake_case element (<environment_context>, <user_instructions>, <turn_aborted> ...).
+_CODEX_HARNESS = re.compile(r"\s*(?:# AGENTS\.md instructions for |<([a-z]+(?:_[a-z]+)+)>.*</\1>\s*$)", re.S)
+# Newer Codex prints a shell call's status as the output's first line.
+_EXIT_CODE_LINE = re.compile(r"\s*Exit code: (-?\d+)")
+# Codex writes an assistant turn's text and each of its calls as separate items: one merge
+# key joins adjacent ones into one OpenAI-shaped assistant message.
+_CODEX_TURN = "codex:assistant"
 
 
 @dataclass(frozen=True)
@@ -57,6 +75,9 @@ class ParseStats:
     format: str | None = None
     roles: Counter = field(default_factory=Counter)
     problem_total: int = 0
+    #: The agent's own id for the session, when the file names one (Claude Code's ``sessionId``,
+    #: a Codex rollout's ``session_meta.payload.id``): the first one seen wins.
+    session_id: str | None = None
 
 
 class SessionParser:
@@ -194,6 +215,11 @@ class SessionParser:
         if obj.get("_type") == "metadata":
             return []
         line_type = obj.get("type")
+        if self.stats.session_id is None:
+            self.stats.session_id = _session_id(obj, line_type)
+        if _is_codex(obj, line_type):
+            self._note_format("codex")
+            return self._codex(lineno, obj, line_type)
         if isinstance(obj.get("message"), dict) and isinstance(line_type, str):
             return self._claude_code(lineno, obj, line_type)
         if "role" not in obj and isinstance(line_type, str):
@@ -217,6 +243,89 @@ class SessionParser:
             # Claude Code writes one line per content block of a streamed reply.
             merge_key = f"{int(sidechain)}:{inner['id']}"
         return self._chat(lineno, inner, is_sidechain=sidechain, source_id=source_id, merge_key=merge_key)
+
+    # -- Codex rollouts ------------------------------------------------------------------
+
+    def _codex(self, lineno: int, obj: dict[str, Any], line_type: Any) -> list[Message]:
+        if line_type in _CODEX_ENVELOPES and "payload" in obj:
+            if line_type == "session_meta":
+                return self._codex_meta(lineno, obj["payload"])
+            if line_type == "response_item":
+                return self._codex_item(lineno, obj["payload"])
+            return []  # event_msg repeats the items for the UI; turn_context and compacted hold no words
+        if line_type is None:
+            # 2025 files: a bare session header first, then {"record_type": "state"} markers.
+            return [] if "record_type" in obj else self._codex_meta(lineno, obj)
+        return self._codex_item(lineno, obj)
+
+    def _codex_meta(self, lineno: int, meta: Any) -> list[Message]:
+        """The session's base instructions are Codex's system prompt, never the user's words."""
+        if not isinstance(meta, dict):
+            self.problem(lineno, f"'payload' is {_json_type(meta)}, expected an object; skipped")
+            return []
+        text = _instructions_text(meta.get("instructions")) or _instructions_text(meta.get("base_instructions"))
+        return [Message(role="system", content=text, line=lineno)] if text else []
+
+    def _codex_item(self, lineno: int, item: Any) -> list[Message]:
+        if not isinstance(item, dict):
+            self.problem(lineno, f"'payload' is {_json_type(item)}, expected an object; skipped")
+            return []
+        kind = item.get("type")
+        if kind == "message":
+            return self._codex_message(lineno, item)
+        if kind in _CODEX_CALLS:
+            return [Message(role="assistant", line=lineno, tool_calls=[_codex_call(kind, item)], merge_key=_CODEX_TURN)]
+        if kind in _CODEX_OUTPUTS:
+            return [_codex_output(lineno, item)]
+        if kind not in _CODEX_SILENT_ITEMS:
+            self.problem(lineno, f"unknown Codex response item type {kind!r}; skipped")
+        return []
+
+    def _codex_message(self, lineno: int, item: dict[str, Any]) -> list[Message]:
+        """A Responses-API message; the harness context Codex sends as "user" is told apart.
+
+        Codex puts AGENTS.md and the environment description in user-role messages, at
+        times in the same message as the request: each block is judged on its own, so
+        only what the person typed is read as the user's words.
+        """
+        role = item.get("role")
+        if not isinstance(role, str) or ROLE_ALIASES.get(role.lower(), role.lower()) not in ROLES:
+            what = "missing 'role'" if role is None else f"unknown role {role!r} (expected one of {', '.join(ROLES)})"
+            self.problem(lineno, f"{what}; skipped")
+            return []
+        role = ROLE_ALIASES.get(role.lower(), role.lower())
+        texts = self._codex_texts(lineno, item.get("content"))
+        if role == "assistant":
+            return [Message(role=role, content="\n".join(texts), line=lineno, merge_key=_CODEX_TURN)]
+        if role != "user":
+            return [Message(role=role, content="\n".join(texts), line=lineno)]
+        harness = [t for t in texts if _CODEX_HARNESS.match(t)]
+        own = [t for t in texts if not _CODEX_HARNESS.match(t)]
+        out = [Message(role="system", content="\n".join(harness), line=lineno)] if harness else []
+        if own:
+            out.append(Message(role="user", content="\n".join(own), line=lineno))
+        return out
+
+    def _codex_texts(self, lineno: int, content: Any) -> list[str]:
+        if content is None or isinstance(content, str):
+            return [content] if content else []
+        if not isinstance(content, list):
+            self.problem(lineno, f"'content' is {_json_type(content)}, expected an array of content items; "
+                                 "converted to text")
+            return [_json_text(content)]
+        texts: list[str] = []
+        bad_blocks = 0
+        for block in content:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind in ("input_text", "output_text", "text") and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            elif kind in ("input_image", "image"):
+                texts.append("[image]")
+            else:
+                bad_blocks += 1
+        if bad_blocks:
+            self.problem(lineno, f"{bad_blocks} content item(s) of unknown shape ignored; rest of line kept")
+        return texts
 
     def _note_format(self, fmt: str) -> None:
         # Plain text lines look the same in every format; the most specific shape seen wins.
@@ -326,6 +435,17 @@ class SessionParser:
         return out
 
 
+def _session_id(obj: dict[str, Any], line_type: Any) -> str | None:
+    """The agent's session id a line carries: Claude Code puts ``sessionId`` on every line,
+    Codex names it once, in its ``session_meta`` line's payload."""
+    found = obj.get("sessionId")
+    if line_type == "session_meta" and isinstance(obj.get("payload"), dict):
+        found = found or obj["payload"].get("id")
+    if isinstance(found, str) and 0 < len(found.strip()) <= 200 and "\x00" not in found:
+        return found.strip()
+    return None
+
+
 def _merge_into(target: Message, extra: Message) -> None:
     if extra.content:
         target.content = f"{target.content}\n{extra.content}" if target.content else extra.content
@@ -335,6 +455,77 @@ def _merge_into(target: Message, extra: Message) -> None:
         )
     if extra.tool_calls:
         target.tool_calls = (target.tool_calls or []) + extra.tool_calls
+
+
+def _is_codex(obj: dict[str, Any], line_type: Any) -> bool:
+    """Whether a line is Codex's: an envelope, or (2025) a bare item, header or state marker."""
+    if isinstance(line_type, str):
+        if line_type in _CODEX_ENVELOPES:
+            return "payload" in obj
+        return line_type in _CODEX_ITEMS and "message" not in obj
+    if line_type is not None or "role" in obj:
+        return False
+    header = {"id", "timestamp"} <= obj.keys() and ("instructions" in obj or "git" in obj)
+    return header or obj.keys() == {"record_type"}
+
+
+def _instructions_text(value: Any) -> str:
+    if isinstance(value, dict):  # newer files: base_instructions = {"text": ...}
+        value = value.get("text")
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _codex_call(kind: str, item: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI-shaped tool call; arguments always encode a JSON object, as that shape requires."""
+    call_id = _opt_str(item.get("call_id") or item.get("id")) or ""
+    if kind == "function_call":
+        name, args = _opt_str(item.get("name")) or "", item.get("arguments", "")
+        arguments = args if isinstance(args, str) else _json_text(args)
+    elif kind == "custom_tool_call":  # free-form input (apply_patch's envelope), wrapped as the SFT export does
+        name, arguments = _opt_str(item.get("name")) or "", _json_text({"input": _opt_str(item.get("input")) or ""})
+    else:  # local_shell_call / web_search_call: the action is the call
+        name = "local_shell" if kind == "local_shell_call" else "web_search"
+        action = item.get("action")
+        arguments = _json_text(action if isinstance(action, dict) else {"action": action})
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _codex_output(lineno: int, item: dict[str, Any]) -> Message:
+    text, failed = _codex_output_text(item.get("output"))
+    result = Message(role="tool", content=text, line=lineno, tool_call_id=_opt_str(item.get("call_id")))
+    if failed:
+        result.name = "error"  # where Claude Code's is_error goes
+    return result
+
+
+def _codex_output_text(output: Any) -> tuple[str, bool]:
+    """``(text, failed)`` of a tool output, whichever way this Codex version wrote it.
+
+    A string, either plain (newer shells open it with "Exit code: N") or JSON-encoded
+    ``{"output", "metadata": {"exit_code"}}``; older files an object ``{"content",
+    "success"}``; MCP results a list of content items.
+    """
+    if isinstance(output, str):
+        wrapped = _json_object(output)
+        if wrapped is not None and "output" in wrapped:
+            meta = wrapped.get("metadata") if isinstance(wrapped.get("metadata"), dict) else {}
+            code = meta.get("exit_code")
+            return _block_text(wrapped["output"]), isinstance(code, int) and code != 0
+        status = _EXIT_CODE_LINE.match(output)
+        return output, bool(status and int(status.group(1)) != 0)
+    if isinstance(output, dict):
+        return _block_text(output.get("content", output.get("output"))), output.get("success") is False
+    return _block_text(output), False
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _openai_tool_call(tc: dict[str, Any]) -> dict[str, Any]:

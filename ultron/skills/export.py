@@ -406,18 +406,37 @@ def export_skills(db: "Database", to: str | Path) -> ExportResult:
 
 
 def sync_export(ctx_or_settings: Any, db: "Database | None" = None) -> dict[str, Any] | None:
-    """Keep ``ULTRON_SKILLS_EXPORT_DIR`` in sync (None when it is not set). Takes a
+    """Keep ``ULTRON_SKILLS_EXPORT_DIR`` and connected agents' skills directories in sync
+    (None when there is neither); the result is the first directory's, the others under ``also``. Takes a
     ServiceContext, an Ultron client or Settings (then ``db`` too). Called after skill
     evolution, forget and feedback that changes a lifecycle; a failure to write the
     directory is logged and reported, never raised: the store is already right, and the
     next sync repairs the tree."""
     settings = getattr(ctx_or_settings, "settings", ctx_or_settings)
     db = db if db is not None else getattr(ctx_or_settings, "db", None)
-    to = getattr(settings, "skills_export_dir", None)
-    if to is None or db is None:
+    targets = _export_dirs(settings)
+    if not targets or db is None:
         return None
-    try:
-        return export_skills(db, to).to_dict()
-    except OSError as exc:
-        log.warning("could not sync the skills export %s: %s", to, exc)
-        return {"dir": str(to), "error": str(exc), "written": [], "removed": []}
+    results = []
+    for to in targets:
+        try:
+            results.append(export_skills(db, to).to_dict())
+        except OSError as exc:
+            log.warning("could not sync the skills export %s: %s", to, exc)
+            results.append({"dir": str(to), "error": str(exc), "written": [], "removed": []})
+    first = results[0]
+    if len(results) > 1:
+        first["also"] = results[1:]
+    return first
+
+
+def _export_dirs(settings: Any) -> list[Path]:
+    """ULTRON_SKILLS_EXPORT_DIR, then the skills directory of every agent ``ultron connect``
+    connected (``$ULTRON_HOME/connections.json``)."""
+    from ultron.integrations.connect import skills_dirs
+
+    dirs = [settings.skills_export_dir] if getattr(settings, "skills_export_dir", None) else []
+    home = getattr(settings, "home", None)
+    if home is not None:
+        dirs += [d for d in skills_dirs(Path(home)) if d not in dirs]
+    return dirs

@@ -24,6 +24,7 @@ from ultron.clusters.service import LEASE as CLUSTERING_LEASE
 from ultron.embeddings.query_cache import QUERIES
 from ultron.context import ServiceContext
 from ultron.db import feedback as feedback_store
+from ultron.db import outcomes as outcome_store
 from ultron.db import skills as store
 from ultron.db.clusters import cluster_members
 from ultron.db.memories import MemoryRecord
@@ -324,13 +325,14 @@ class SkillService:
                 raise KeyError(f"no skill named {slug!r}")
             feedback_store.record_event(conn, "skill", slug, helpful, self.ctx.redactor.redact(note) if note else "",
                                         agent_id)
+            utility = outcome_store.utilities(conn, "skill", [slug]).get(slug, {}).get("utility")
         if row["lifecycle"] != lifecycle:
             log.info("skill %s: %s -> %s after feedback", slug, lifecycle, row["lifecycle"])
             sync_export(self.ctx)  # a retired skill leaves ULTRON_SKILLS_EXPORT_DIR at once
         return {"target_kind": "skill", "target_id": slug, "helpful": helpful,
                 "helpful_count": row["helpful_count"], "unhelpful_count": row["unhelpful_count"],
                 "reliability": round(feedback_store.reliability(row["helpful_count"], row["unhelpful_count"]), 4),
-                "lifecycle": row["lifecycle"]}
+                "lifecycle": row["lifecycle"], "utility": None if utility is None else round(float(utility), 4)}
 
     def stats(self) -> dict[str, Any]:
         s = self.settings

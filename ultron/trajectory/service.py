@@ -19,6 +19,7 @@ from ultron.db import claims as claim_store
 from ultron.db import segments as store
 from ultron.db import sessions as session_store
 from ultron.db import openings
+from ultron.db import outcomes as outcome_store
 from ultron.learned.lessons import teaches
 from ultron.learned.units import RepeatIndex, opening_keys, strip_repeated
 from ultron.heuristics.quality import score_trajectory
@@ -26,7 +27,9 @@ from ultron.heuristics.segmenter import with_closing
 from ultron.llm.errors import LLMError
 from ultron.llm.usage import LLMUsage
 from ultron.providers import LLMProvider
+from ultron.sessions.identity import agent_session_id
 from ultron.trajectory.segmentation import fingerprint, segment_messages
+from ultron.trajectory.outcome import session_outcome
 
 log = logging.getLogger("ultron.trajectory")
 
@@ -68,6 +71,8 @@ class SegmentLabel:
     overall_score: float | None = None
     task_type: str | None = None
     reason: str | None = None
+    #: the session's outcome counted for what was served to it, when this label completed it
+    attribution: dict[str, Any] | None = None
 
 
 class TrajectoryService:
@@ -185,7 +190,31 @@ class TrajectoryService:
         out.status = "labeled"
         out.overall_score = metrics["summary"]["overall_score"]
         out.task_type = metrics["summary"]["task_type"]
+        try:
+            out.attribution = self.attribute_session(seg.agent_id, seg.session_file)
+        except Exception:  # noqa: BLE001 - the label is saved; the serves stay pending (SDK attribute_session)
+            log.exception("attributing the outcome of %s failed", seg.session_file)
         return out
+
+    # -- outcomes ------------------------------------------------------------------------
+
+    def attribute_session(self, agent_id: str, session_file: str) -> dict[str, Any] | None:
+        """Once every segment of the session is labelled, count its outcome
+        (``ultron.trajectory.outcome``) for each memory and skill served to it and not yet
+        counted (``ultron.db.outcomes.attribute``: idempotent). None when the session is not
+        fully scored or nothing served to it waits; else the outcome and what it counted."""
+        with self.db.engine.begin() as conn:
+            state = store.session_scoring(conn, agent_id, session_file)
+            if state is None or not state.complete:
+                return None
+            session_id = agent_session_id(state.agent_session_id, session_file)
+            if not outcome_store.has_pending(conn, session_id):
+                return None
+            result = session_outcome([s.quality_metrics for s in store.segments_for(conn, agent_id, session_file)],
+                                     self.settings.trajectory_memory_score_threshold)
+            counted = outcome_store.attribute(conn, session_id, result.outcome, self.settings.utility_outcome_weight,
+                                              served_before=state.updated_at)
+        return {"session_id": session_id, **result.to_dict(), **counted}
 
     # -- eligibility and stats ------------------------------------------------------------
 
