@@ -18,18 +18,23 @@ def _places(args: argparse.Namespace) -> tuple[Path, Path]:
     return home, project
 
 
-def _connect(settings: Settings, args: argparse.Namespace) -> int:
+def _apply(action: str, settings: Settings, args: argparse.Namespace) -> list:
+    from ultron.integrations import connect as integration
     from ultron.integrations.config_files import ConfigError
-    from ultron.integrations.connect import connect
 
     home, project = _places(args)
     try:
-        changes = connect(args.agent, args.scope, home=home, project=project, ultron_home=settings.home)
+        changes = getattr(integration, action)(args.agent, args.scope, home=home, project=project,
+                                               ultron_home=settings.home)
     except ConfigError as exc:
         raise CLIError(str(exc)) from None
     for change in changes:
         print(change.line())
-    written = [c for c in changes if c.action in ("created", "updated")]
+    return changes
+
+
+def _connect(settings: Settings, args: argparse.Namespace) -> int:
+    written = [c for c in _apply("connect", settings, args) if c.action in ("created", "updated")]
     print(f"{args.agent} connected ({args.scope} scope): "
           + (f"{len(written)} file(s) changed." if written else "already connected, nothing changed."))
     print(f"Sessions go to {settings.home}; keep `ultron dev` (or `ultron serve`) running so each new "
@@ -40,17 +45,9 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _disconnect(settings: Settings, args: argparse.Namespace) -> int:
-    from ultron.integrations.config_files import ConfigError
-    from ultron.integrations.connect import disconnect
-
-    home, project = _places(args)
-    try:
-        changes = disconnect(args.agent, args.scope, home=home, project=project, ultron_home=settings.home)
-    except ConfigError as exc:
-        raise CLIError(str(exc)) from None
-    for change in changes:
-        print(change.line())
-    print(f"{args.agent} disconnected ({args.scope} scope); skills already exported there stay until you delete them.")
+    _apply("disconnect", settings, args)
+    print(f"{args.agent} disconnected ({args.scope} scope); skills already exported there stay until you "
+          "delete them.")
     return 0
 
 

@@ -10,15 +10,14 @@ TOML goes through ``tomlkit``, which keeps comments, order and formatting, so a 
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 import tomlkit
 
 from ultron.integrations.agents import HookEvent
+from ultron.integrations.atomic import replace_file
 
 SERVER_NAME = "ultron"
 _OURS = re.compile(r"ultron['\"]?\s+hook\s+(claude-code|codex)\b")
@@ -67,25 +66,9 @@ def load_toml(path: Path, raw: bytes | None) -> tomlkit.TOMLDocument:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write through a temporary file and a rename, keeping the old file's mode: an agent
-    starting at that moment reads the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o600 if path.name.startswith(".") else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Replace the file in one rename, keeping its mode: an agent starting at that moment
+    reads the old file or the new one, never half of one."""
+    replace_file(path, lambda out: out.write(data))
 
 
 # -- hooks (the same shape in Claude Code's settings.json and Codex's hooks.json) ------------

@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import socket
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ultron.integrations.agents import HOOK_EVENTS, Agent, agent as find_agent
+from ultron.integrations.atomic import replace_file
 from ultron.integrations.project import find_project
 from ultron.settings import Settings
 
@@ -207,19 +207,9 @@ def copy_transcript(source: Path, target: Path) -> bool:
             return False
     except FileNotFoundError:
         pass
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".incoming-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
-            shutil.copyfileobj(src, out, 1 << 20)
-        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with open(source, "rb") as src:
+        replace_file(target, lambda out: shutil.copyfileobj(src, out, 1 << 20), mode=0o600,
+                     times_ns=(st.st_atime_ns, st.st_mtime_ns))
     return True
 
 
