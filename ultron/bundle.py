@@ -80,8 +80,8 @@ def _skill_versions(skill: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _memory_versions(record: Any, stale_note: str | None = None) -> list[tuple[str, str]]:
-    head = f"- [memory:{record.id}] ({record.memory_type})"
+def _memory_versions(record: Any, stale_note: str | None = None, local: bool = False) -> list[tuple[str, str]]:
+    head = f"- [memory:{record.id}] ({record.memory_type})" + (" (learned in this repository)" if local else "")
     if stale_note:  # the agent should check the file before trusting the memory
         head += f" (possibly stale: {_one_line(stale_note)})"
     out = []
@@ -98,6 +98,15 @@ def _fit(text: str, budget: int) -> str:
         room -= max(1, count_tokens(cut) - budget)
         cut = truncate_to_tokens(text, room, marker="…") if room > 0 else ""
     return cut
+
+
+def _with_repository(found: list[Any], local: list[Any]) -> list[Any]:
+    """What was learned in this repository first (a session starting there often has no task
+    words yet), then the search's results; a local memory whose files changed goes last."""
+    fresh = [r for r in local if not r.possibly_stale]
+    stale = [r for r in local if r.possibly_stale]
+    seen = {r.record.id for r in local}
+    return fresh + [r for r in found if r.record.id not in seen] + stale
 
 
 def validate(task: Any, token_budget: Any) -> tuple[str, int]:
@@ -153,6 +162,8 @@ def context_bundle(memory: MemoryService, skills: SkillService, task: str, token
     # outcome utility, seeded by the session): see ranking.utility_factor.
     found = memory.search_memories(task, "l1", memory_limit, agent_id=agent_id, repo_root=repo_root,
                                    explore_seed=session_id)
+    if repo_root is not None:
+        found = _with_repository(found, memory.learned_in_repo(repo_root, max(2, memory_limit // 3), agent_id))
     hits = skills.search_skills(task, MAX_SKILLS)
 
     header_tokens = block.tokens()
@@ -169,7 +180,7 @@ def context_bundle(memory: MemoryService, skills: SkillService, task: str, token
 
     titled = False
     for result in found:
-        for detail, text in _memory_versions(result.record, result.stale_reason):
+        for detail, text in _memory_versions(result.record, result.stale_reason, "repository" in result.matched):
             parts = ([] if titled else ["", "## Memories"]) + [text]
             if block.try_add(*parts):
                 titled = True

@@ -86,3 +86,38 @@ def test_agent_scope_and_arguments(stocked):
         stocked.context_bundle("  ", token_budget=500)
     with pytest.raises(ValueError, match="agent id"):
         stocked.context_bundle(TASK, agent_id="not valid")
+
+
+def test_a_bundle_for_a_repository_leads_with_what_was_learned_there(client, tmp_path):
+    """A session starting in a checkout has no task words yet: the memories learned in that
+    repository come first, marked as such, and one whose file changed since goes last."""
+    import subprocess
+
+    from ultron.memory.files import bytes_hash
+    from ultron.memory.repos import LocatedFile, repo_at
+
+    repo = tmp_path / "billing"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", "git@example.com:acme/billing.git"], check=True)
+    (repo / "tax.py").write_text("RATE = 0.2\n")
+    (repo / "old.py").write_text("x = 1\n")
+    remote = repo_at(repo).remote
+    here = client.upload_memory("Tax rates live in tax.py and need a migration when changed",
+                                "changing VAT in the billing service", "Edit RATE in tax.py, then run make migrate")
+    moved = client.upload_memory("old.py holds the legacy invoice numbering", "invoice numbers jump",
+                                 "Reset the sequence in old.py")
+    elsewhere = client.upload_memory("Use ruff instead of flake8 for linting", "linting python", "ruff check .")
+    with client.db.engine.begin() as conn:
+        client.memory.record_files(conn, here.id, [LocatedFile(remote, "tax.py", bytes_hash(b"RATE = 0.2\n"), True)])
+        client.memory.record_files(conn, moved.id, [LocatedFile(remote, "old.py", bytes_hash(b"x = 1\n"), True)])
+    (repo / "old.py").write_text("x = 2\n")  # changed since the session
+
+    bundle = client.context_bundle("Working in the billing project (Python)", token_budget=1500, repo_root=str(repo))
+    ids = [i["id"] for i in bundle["items"] if i["kind"] == "memory"]
+    assert ids[0] == here.id
+    first = bundle["text"].split("## Memories\n", 1)[1].splitlines()[0]
+    assert first.startswith(f"- [memory:{here.id}]") and "(learned in this repository)" in first
+    assert moved.id in ids and ids.index(moved.id) == len(ids) - 1
+    assert "possibly stale: old.py changed" in bundle["text"]
+    assert elsewhere.id not in ids[:1]

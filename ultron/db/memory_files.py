@@ -59,6 +59,17 @@ def files_in_repo(conn: sa.Connection, remote: str) -> dict[str, list[dict[str, 
     return out
 
 
+def learned_in(conn: sa.Connection, remote: str, limit: int, agent_id: str | None = None) -> list[str]:
+    """Active memories learned in one repository, most recently seen first, then most used."""
+    agent = "AND m.agent_id = :a " if agent_id is not None else ""
+    rows = conn.execute(sa.text(
+        "SELECT f.memory_id FROM memory_files f JOIN memory_records m ON m.id = f.memory_id "
+        f"WHERE f.repo_remote = :r AND m.status = 'active' {agent}"
+        "GROUP BY f.memory_id, m.hit_count ORDER BY max(f.seen_at) DESC, m.hit_count DESC, f.memory_id LIMIT :n"),
+        {"r": remote, "n": limit, "a": agent_id})
+    return [row.memory_id for row in rows]
+
+
 def archived_session(conn: sa.Connection, agent_id: str, session_file: str) -> bytes | None:
     """The archived bytes of a session file (``raw_user_uploads``), if they were kept."""
     row = conn.execute(sa.text(

@@ -31,7 +31,7 @@ from ultron.heuristics.merge import names_different_things
 from ultron.llm.errors import LLMError
 from ultron.llm.tokens import truncate_to_tokens
 from ultron.memory.ranking import arm_settings, rank_candidates
-from ultron.memory.repos import LocatedFile, repo_at
+from ultron.memory.repos import LocatedFile, Repo, repo_at
 from ultron.memory.staleness import StaleFile, reason, stale_files
 from ultron.vocabulary import DETAIL_LEVELS, L0_TOKENS, L1_TOKENS
 
@@ -256,20 +256,36 @@ class MemoryService:
         return file_store.record_files(conn, memory_id, [
             {"remote": f.remote, "path": f.path, "sha256": f.sha256, "edited": f.edited} for f in files])
 
-    def stale_files_of(self, repo_root: str, memory_ids: Sequence[str]) -> dict[str, list[StaleFile]] | None:
+    def stale_files_of(self, repo_root: str, memory_ids: Sequence[str], repo: Repo | None = None
+                       ) -> dict[str, list[StaleFile]] | None:
         """Per memory, its recorded files in the repository at ``repo_root`` that changed or
-        vanished there ([] when none did); None when ``repo_root`` is not in a git repository."""
-        repo = repo_at(repo_root)
+        vanished there ([] when none did); None when ``repo_root`` is not in a git repository.
+        ``repo``: ``repo_at(repo_root)`` when the caller has it already (it costs two git calls)."""
+        repo = repo or repo_at(repo_root)
         if repo is None:
             return None
         with self.db.engine.connect() as conn:
             recorded = file_store.files_of(conn, list(memory_ids), repo.remote)
         return {m: stale_files(repo, recorded.get(m, [])) for m in memory_ids}
 
-    def mark_stale(self, results: list[SearchResult], repo_root: str) -> list[SearchResult]:
+    def learned_in_repo(self, repo_root: str, limit: int, agent_id: str | None = None) -> list[SearchResult]:
+        """Memories learned while working in the repository at ``repo_root`` (its recorded
+        files), most recently seen first, marked against the checkout (:meth:`mark_stale`):
+        what a session starting there should know even before it says what it will do."""
+        repo = repo_at(repo_root)
+        if repo is None or limit <= 0:
+            return []
+        with self.db.engine.connect() as conn:
+            ids = file_store.learned_in(conn, repo.remote, limit, agent_id)
+            records = {r.id: r for r in store.get_records(conn, ids, include_archived=False)}
+        results = [SearchResult(records[i], 0.0, 0.0, ["repository"]) for i in ids if i in records]
+        return self.mark_stale(results, repo_root, repo)
+
+    def mark_stale(self, results: list[SearchResult], repo_root: str, repo: Repo | None = None
+                   ) -> list[SearchResult]:
         """Mark results whose files changed or vanished in ``repo_root``, multiply their score by
         ULTRON_STALE_SCORE_FACTOR and re-order (stable). Not a repository: nothing is marked."""
-        found = self.stale_files_of(repo_root, [r.record.id for r in results])
+        found = self.stale_files_of(repo_root, [r.record.id for r in results], repo)
         if found is None:
             return results
         for r in results:
