@@ -22,7 +22,8 @@ MESSAGE_COLUMNS = (
     "tool_calls", "tool_call_id", "name", "is_sidechain", "source_id",
 )
 TABLES = ("trajectory_records", "session_messages", "parse_problems", "raw_user_uploads", "task_segments",
-          "memory_records", "memory_contributions", "knowledge_clusters", "skills", "feedback_events")
+          "memory_records", "memory_contributions", "knowledge_clusters", "skills", "feedback_events",
+          "bundle_serves", "memory_files")
 
 
 @dataclass(frozen=True)
