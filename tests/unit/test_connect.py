@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import shutil
 import sys
 import tomllib
 import urllib.request
@@ -181,3 +182,17 @@ def test_the_cli_prints_what_it_changed(tmp_path):
     assert "already connected, nothing changed" in second.stdout
     bad = subprocess.run(args[:4] + ["cursor"], capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+@pytest.mark.skipif(shutil.which("codex") is None, reason="Codex CLI not installed (npm install -g @openai/codex)")
+def test_a_real_codex_reads_the_mcp_server_connect_wrote(tmp_path):
+    """The real agent parses the config.toml connect edited (no API key needed to list servers)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    _run(connect, "codex", tmp_path, exe=EXE)
+    env = {**os.environ, "HOME": str(home), "CODEX_HOME": str(home / ".codex")}
+    listed = subprocess.run(["codex", "mcp", "get", "ultron"], capture_output=True, text=True, env=env, cwd=home,
+                            timeout=120)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "enabled: true" in listed.stdout and "transport: stdio" in listed.stdout
+    assert f"command: {EXE[0]}" in listed.stdout and "args: mcp" in listed.stdout
