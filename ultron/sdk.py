@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from ultron.context import ServiceContext
 from ultron.db import sessions as store
 from ultron.db.database import Database
+from ultron.db.urls import location
 from ultron.ingestion import IngestReport, IngestService
 from ultron.settings import Settings
 
@@ -363,7 +364,7 @@ class Ultron:
     def status(self) -> dict[str, Any]:
         with self.db.engine.connect() as conn:
             return {
-                "database": self.db.urls.ultron.split("@")[-1],
+                "database": location(self.db.urls.ultron),
                 "schema_revision": self.db.revision,
                 "tables": store.table_counts(conn),
                 "pending": store.pending_counts(conn),

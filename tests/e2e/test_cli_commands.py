@@ -72,6 +72,11 @@ def test_search_prints_a_table_and_valid_json(client, capsys):
     assert code == 0 and [r["id"] for r in results] == [pandas.id]
     assert results[0]["summary_l0"] and "overview_l1" not in results[0]
 
+    long = client.upload_memory("pandas " + "and a very long explanation of the docker image layers " * 20,
+                                "docker", "rebuild")
+    code, out, _ = cli(capsys, "search", "pandas docker image layers")  # not a terminal: a pipe's width
+    assert long.id[:8] in out and max(len(line) for line in out.splitlines()) <= 120
+
     assert cli(capsys, "search", "pandas", "--tier", "cold")[1].strip() == "no memory matches"
     assert json.loads(cli(capsys, "search", "git push", "--tag", "docker", "--json")[1]) == []
 
@@ -306,3 +311,27 @@ def test_every_command_documents_itself():
     serve = run("serve", "--help")
     assert serve.returncode == 0
     assert "--host" in serve.stdout and "--port" in serve.stdout and "ULTRON_API_TOKEN" in serve.stdout
+
+
+def test_status_names_the_database_readably_without_a_password(client, capsys):
+    """Not `/ultron?host=%2Ftmp%2F…`: a socket directory or host:port/db, and never a password."""
+    code, out, _ = cli(capsys, "status")
+    assert code == 0
+    line = next(ln for ln in out.splitlines() if ln.startswith("database:"))
+    assert "%2F" not in line and "?" not in line and "password" not in line.lower()
+    from sqlalchemy.engine import make_url
+
+    password = make_url(client.db.urls.ultron).password
+    assert not password or password not in line
+    assert "(Unix socket), database ultron" in line or "/ultron" in line
+
+
+def test_skills_search_takes_any_words_even_a_subcommands_name(client, capsys):
+    """`ultron skills search export` searches for the word "export"; `ultron skills export`
+    still exports."""
+    client.upload_memory("Export the nightly report as CSV with pandas to_csv", "report export", "df.to_csv(path)")
+    code, out, err = cli(capsys, "skills", "search", "export", "--json")
+    assert code == 0, err
+    assert isinstance(json.loads(out), list)
+    code, out, err = cli(capsys, "skills", "search", "docker", "images", "--json")
+    assert code == 0, err

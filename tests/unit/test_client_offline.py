@@ -105,3 +105,18 @@ def test_a_closed_port_is_a_connection_error():
     with UltronClient(f"http://127.0.0.1:{port}", token="t", retries=1) as client, \
             pytest.raises(UltronConnectionError, match="cannot reach the Ultron API"):
         client.health()
+
+
+def test_the_openapi_document_builds_without_a_duplicate_operation_id_warning(tmp_path):
+    """GET and HEAD /health once shared an operation id: FastAPI warned on the first /openapi.json."""
+    import warnings
+
+    from ultron.api.app import create_app
+    from ultron.settings import Settings
+
+    app = create_app(Settings.from_env({"ULTRON_HOME": str(tmp_path)}), client=object(), token="t" * 24)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        spec = app.openapi()
+    assert not [w for w in caught if "Duplicate Operation ID" in str(w.message)]
+    assert "get" in spec["paths"]["/health"] and "head" not in spec["paths"]["/health"]

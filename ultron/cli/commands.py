@@ -91,7 +91,7 @@ def _search(settings: Settings, args: argparse.Namespace) -> int:
              f"{r.score:.4f}", (getattr(r.record, summary) or r.record.summary_l0)
              + (f" (possibly stale: {r.stale_reason})" if r.possibly_stale else "")) for r in results]
     print(fmt.table(["id", "type", "tier", "sim", "score", "summary"], rows, align="lllrrl",
-                    max_width=fmt.terminal_width()))
+                    max_width=fmt.summary_width()))
     return 0
 
 
@@ -130,8 +130,6 @@ def _export_skills(settings: Settings, args: argparse.Namespace) -> int:
     """``ultron skills export --to DIR``: the Agent Skills tree, then its spec check."""
     from ultron.skills.export import validate_tree
 
-    if args.query != "export" or args.show or args.limit:
-        raise CLIError("--to goes with `ultron skills export --to DIR` only", 2)
     to = args.to or settings.skills_export_dir
     if not to:
         raise CLIError("say where: `ultron skills export --to DIR` (or set ULTRON_SKILLS_EXPORT_DIR)", 2)
@@ -152,8 +150,22 @@ def _export_skills(settings: Settings, args: argparse.Namespace) -> int:
 
 
 
+def _skills_query(words: list[str]) -> tuple[str | None, bool]:
+    """(search text or None, export?) from the words after `ultron skills`: `export` alone
+    exports, `search …` searches for whatever follows (so "export" can be searched for too),
+    anything else is the search text."""
+    if words == ["export"]:
+        return None, True
+    if words[:1] == ["search"]:
+        return (" ".join(words[1:]) if len(words) > 1 else ""), False
+    return (" ".join(words) if words else None), False
+
+
 def _skills(settings: Settings, args: argparse.Namespace) -> int:
-    if args.query == "export" or args.to:
+    args.query, export = _skills_query(list(args.query or []))
+    if export or args.to:
+        if not export or args.show or args.limit:
+            raise CLIError("--to goes with `ultron skills export --to DIR` only", 2)
         return _export_skills(settings, args)
     u = _client(settings)
     if args.show:

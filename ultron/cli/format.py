@@ -30,6 +30,16 @@ def terminal_width(stream=None) -> int | None:
     return shutil.get_terminal_size((100, 24)).columns
 
 
+#: Width of a summary table when stdout is not a terminal (a pipe, an agent's tool call):
+#: summaries are cut to it; ``--json`` has the full text.
+PIPE_WIDTH = 120
+
+
+def summary_width(stream=None) -> int:
+    """The width for a table of summaries: the terminal's, else ``PIPE_WIDTH``."""
+    return terminal_width(stream) or PIPE_WIDTH
+
+
 def one_line(text: Any, width: int | None = None) -> str:
     """Collapse whitespace (a table cell is one line) and cut to ``width`` with an ellipsis."""
     s = _SPACE.sub(" ", "" if text is None else str(text)).strip()

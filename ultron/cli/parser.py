@@ -133,7 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "DIR/<name>/SKILL.md (Agent Skills layout; e.g. ~/.claude/skills for Claude "
                                     "Code), removing the ones it exported before that are gone; other directories "
                                     "in DIR are left alone.")
-    sk.add_argument("query", nargs="?", help="search the current skills for this; `export` exports them")
+    sk.add_argument("query", nargs="*", metavar="WORDS",
+                    help="search the current skills for these words; `search WORDS` searches for any words, "
+                         "even `export`; `export` alone exports them")
     sk.add_argument("--limit", type=_positive_int, default=None, metavar="N",
                     help="at most this many (default: 5 when searching, all when listing)")
     sk.add_argument("--show", metavar="SLUG", help="print the current SKILL.md of this skill")

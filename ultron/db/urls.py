@@ -31,3 +31,21 @@ def redact(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - a malformed URL is still worth showing redacted-ish
         return url.split("@")[-1]
+
+
+def location(url: str) -> str:
+    """Where a URL points, for people: ``host:port/db`` over TCP, ``/socket/dir (socket) db``
+    for a Unix socket (the embedded server), never the user or password."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - never fail a status line on an odd URL
+        return redact(url)
+    socket_dir = parsed.query.get("host")
+    if isinstance(socket_dir, tuple):
+        socket_dir = socket_dir[0]
+    database = parsed.database or ""
+    if socket_dir and str(socket_dir).startswith("/"):
+        return f"{socket_dir} (Unix socket), database {database}"
+    host = parsed.host or "localhost"
+    port = f":{parsed.port}" if parsed.port else ""
+    return f"{host}{port}/{database}"
