@@ -120,3 +120,27 @@ def test_the_openapi_document_builds_without_a_duplicate_operation_id_warning(tm
         spec = app.openapi()
     assert not [w for w in caught if "Duplicate Operation ID" in str(w.message)]
     assert "get" in spec["paths"]["/health"] and "head" not in spec["paths"]["/health"]
+
+
+def test_the_api_docs_pages_load_every_asset_from_the_server_itself(tmp_path):
+    """/docs and /redoc were blank offline: their scripts came from a CDN. Every script,
+    style, font and icon they name must now be a path on this server, and be served."""
+    import re
+
+    from fastapi.testclient import TestClient
+
+    from ultron.api.app import create_app
+    from ultron.settings import Settings
+
+    app = create_app(Settings.from_env({"ULTRON_HOME": str(tmp_path)}), client=object(), token="t" * 24)
+    http = TestClient(app)  # no lifespan: the pages need no store
+    for page in ("/docs", "/redoc"):
+        html = http.get(page)
+        assert html.status_code == 200
+        assets = re.findall(r'(?:src|href)="([^"]+)"', html.text) + re.findall(r"url: '([^']+)'", html.text)
+        assert assets, html.text
+        assert not [a for a in assets if "://" in a or a.startswith("//")], (page, assets)
+        for asset in assets:
+            if asset != "/openapi.json":
+                assert http.get(asset).status_code == 200, asset
+        assert "fonts.googleapis" not in html.text and "cdn.jsdelivr" not in html.text

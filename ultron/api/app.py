@@ -27,6 +27,7 @@ from starlette.datastructures import Headers, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ultron.api import ingest_paths
+from ultron.api.docs import install_docs
 from ultron.api.auth import api_token, require_token
 from ultron.api.mcp_mount import mount_mcp
 from ultron.api.models import (
@@ -496,7 +497,7 @@ def create_app(settings: Settings | None = None, *, client=None, token: str | No
             yield
 
     app = FastAPI(
-        title="Ultron", version=_version(), lifespan=lifespan,
+        title="Ultron", version=_version(), lifespan=lifespan, docs_url=None, redoc_url=None,
         description="Memory for LLM agents: ingest sessions and text, search and manage memories, "
                     "read crystallised skills. Every route except /health (and these docs) needs "
                     "`Authorization: Bearer <token>`.",
@@ -515,6 +516,7 @@ def create_app(settings: Settings | None = None, *, client=None, token: str | No
     app.state.token_bytes = token.encode("utf-8")
     app.add_middleware(BodySizeLimit)
     install_error_handlers(app)
+    install_docs(app)  # /docs and /redoc with their scripts served here: they work offline
 
     # GET and HEAD as two routes: one route with both methods gives both the same operation
     # id, and FastAPI warns "Duplicate Operation ID" on the first /openapi.json.
