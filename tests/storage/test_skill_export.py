@@ -163,3 +163,16 @@ def test_a_connected_agents_skills_directory_follows_every_skill_run(client, hub
     make_cluster(connected, KUBE, "kubernetes pod crashloop")
     connected.skills.run_skill_evolution()
     assert list(tree(home / ".claude" / "skills")) == [PANDAS_SLUG]  # no longer followed
+
+
+def test_the_agents_skills_directory_holds_only_skills_and_one_hidden_manifest(client, hub, tmp_path):
+    """No lock file or other bookkeeping left among the agent's skills (an earlier version's
+    lock file is cleared too)."""
+    make_cluster(client, PANDAS, "pandas missing in docker images")
+    hub.run_skill_evolution()
+    out = tmp_path / "skills"
+    out.mkdir()
+    (out / ".ultron-export.lock").write_text("")  # what an earlier version left
+    client.export_skills(out)
+    client.export_skills(out)
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, PANDAS_SLUG]

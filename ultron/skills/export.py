@@ -15,7 +15,7 @@ Sharing the directory is safe: the exporter records what it wrote in ``DIR/.ultr
 and only ever replaces or removes those directories, so a user's own skills beside them
 (``~/.claude/skills``) are never touched, and a name already taken by one is skipped.
 Each skill directory is written to a temporary sibling and renamed into place, so an agent
-never reads half a SKILL.md; one export at a time per directory (a file lock), and the
+never reads half a SKILL.md; one export at a time per directory (a lock on the directory), and the
 database is read inside the lock, so the last export to run writes the newest state.
 """
 
@@ -43,7 +43,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ultron.skills.export")
 
+#: The one file Ultron keeps in a skills directory it exports to: which directories are its own.
 MANIFEST = ".ultron-export.json"
+#: The lock file of earlier versions, removed on the next export.
 LOCK = ".ultron-export.lock"
 _TMP = ".ultron-tmp-"
 _OLD = ".ultron-old-"
@@ -258,12 +260,19 @@ def validate_tree(root: str | Path, names: list[str] | None = None) -> dict[str,
 
 @contextmanager
 def _locked(root: Path) -> Iterator[None]:
-    with open(root / LOCK, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    """One export at a time per directory: a lock on the directory itself, so the agent's
+    skills directory holds no lock file (the manifest is the one file Ultron keeps there).
+    A lock file an earlier version left is removed."""
+    fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
+            (root / LOCK).unlink(missing_ok=True)
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _read_manifest(root: Path) -> dict[str, dict[str, str]]:
