@@ -118,7 +118,7 @@ def skills() -> None:
         paths += [str(L.SHARED / "claude-code"), str(L.SHARED / "tau-airline-dev")]
     with private_home("ultron-bench-guidance-"):
         cli = [str(Path(sys.executable).parent / "ultron")]
-        subprocess.run(cli + ["ingest", "--agent-id", "bench", "--no-progress", *paths], check=True,
+        subprocess.run(cli + ["--init", "ingest", "--agent-id", "bench", "--no-progress", *paths], check=True,
                        capture_output=True)
         report = json.loads(subprocess.run(cli + ["maintenance", "--json"], check=True, capture_output=True,
                                            text=True).stdout)

@@ -335,3 +335,12 @@ def test_skills_search_takes_any_words_even_a_subcommands_name(client, capsys):
     assert isinstance(json.loads(out), list)
     code, out, err = cli(capsys, "skills", "search", "docker", "images", "--json")
     assert code == 0, err
+
+
+def test_a_command_outside_any_store_says_where_it_looked_and_creates_nothing(tmp_path):
+    """Run from another directory, `./.ultron` is not a store: no new 50 MB store, no zeros."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ULTRON_HOME", "ULTRON_DATABASE_URL")}
+    done = subprocess.run([*ULTRON, "status"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"no Ultron store at {tmp_path / '.ultron'} (ULTRON_HOME is unset: ./.ultron)" in done.stderr
+    assert "--init" in done.stderr and not (tmp_path / ".ultron").exists()

@@ -49,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = Settings.from_env()
+        _check_store(settings, args)
         return _commands()[args.command](settings, args)
     except KeyboardInterrupt:
         return 130
@@ -67,6 +68,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"ultron: error: {message}", file=sys.stderr)
         return 2
+
+
+#: Commands that may start an embedded store where there is none: `dev` (the first run
+#: creates it), `db` (controls the server itself), and the ones that never open the store.
+_MAY_CREATE = {"dev", "db", "mcp", "connect", "disconnect", "hook"}
+
+
+def _check_store(settings: Settings, args: argparse.Namespace) -> None:
+    """Run from the wrong directory, the default ``./.ultron`` is a new, empty store: say
+    where we looked instead of creating 50 MB of database and reporting zeros."""
+    if args.command in _MAY_CREATE or getattr(args, "init", False) or not settings.uses_embedded_database:
+        return
+    if (settings.pgdata / "PG_VERSION").is_file():
+        return
+    where = "ULTRON_HOME" if os.environ.get("ULTRON_HOME") else "ULTRON_HOME is unset: ./.ultron"
+    raise CLIError(f"no Ultron store at {settings.home} ({where}). Run this from the directory that holds "
+                   "your store, set ULTRON_HOME to it (or ULTRON_DATABASE_URL), or pass --init to create a new "
+                   "one here", 2)
 
 
 def _hook(args: list[str]) -> int:

@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Settings come from ULTRON_* environment variables (see README). Exit codes: 0 ok, "
                "1 the request failed (unknown id, failed files, nothing matched), 2 bad arguments, "
                "settings or database.")
+    parser.add_argument("--init", action="store_true",
+                        help="create a new store at ULTRON_HOME when there is none (otherwise a command run "
+                             "outside a store refuses, saying where it looked; `ultron dev` creates one itself)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     dev = sub.add_parser("dev", help="start the database if needed, then the Dagster UI and daemon",
