@@ -92,3 +92,25 @@ def test_a_real_claude_code_lists_ultron_as_connected(db, tmp_path):
     finally:
         subprocess.run([*cli, "disconnect", "claude-code", "--home", str(home)], env=env, timeout=60, check=True,
                        capture_output=True)
+
+
+def test_search_and_context_ask_the_running_server_instead_of_loading_the_model(server, client):
+    """With `ultron serve` up for this store, the CLI's embedding commands are answered there
+    (no model load in the command's process); with a wrong token they quietly run locally."""
+    memory = client.upload_memory("Pin numpy<2 for the old pandas wheels", "pandas import fails after an upgrade",
+                                  "pip install 'numpy<2'")
+    env = {**os.environ, **database_env(), "ULTRON_HOME": str(TEST_HOME),
+           "ULTRON_API_PORT": server.url.rsplit(":", 1)[1], "ULTRON_API_TOKEN": TOKEN}
+    cli = [sys.executable, "-m", "ultron.cli"]
+    found = subprocess.run([*cli, "search", "numpy pandas wheels"], capture_output=True, text=True, env=env,
+                           timeout=120)
+    assert found.returncode == 0, found.stderr
+    assert memory.id[:8] in found.stdout and "answered by the server" in found.stderr
+    as_json = subprocess.run([*cli, "search", "numpy pandas wheels", "--json"], capture_output=True, text=True,
+                             env=env, timeout=120)
+    assert json.loads(as_json.stdout)[0]["id"] == memory.id
+    bundle = subprocess.run([*cli, "context", "upgrade pandas"], capture_output=True, text=True, env=env, timeout=120)
+    assert f"[memory:{memory.id}]" in bundle.stdout and "answered by the server" in bundle.stderr
+    other = subprocess.run([*cli, "search", "numpy pandas wheels"], capture_output=True, text=True, timeout=120,
+                           env={**env, "ULTRON_API_TOKEN": "another-stores-token-0000"})
+    assert other.returncode == 0 and memory.id[:8] in other.stdout and "answered by the server" not in other.stderr

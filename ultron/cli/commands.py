@@ -16,6 +16,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from ultron.cli import format as fmt
+from ultron.cli.served import ask_server
 from ultron.cli.console import CLIError, ProgressBar, confirm, print_json
 from ultron.settings import Settings
 
@@ -76,20 +77,24 @@ def _resolve_memory_ids(u, ids: Sequence[str]) -> tuple[list[str], list[str]]:
 def _search(settings: Settings, args: argparse.Namespace) -> int:
     if not args.query.strip():
         raise CLIError("the query is empty", 2)
-    u = _client(settings)
     tags = [t.strip().lower() for t in args.tag if t.strip()] or None
-    results = u.search_memories(args.query, detail_level=args.detail, limit=args.limit, tier=args.tier,
-                                tags=tags, agent_id=args.agent_id, repo_root=getattr(args, "repo", None))
+    repo = getattr(args, "repo", None)
+    repo = os.path.abspath(repo) if repo else None
+    params = dict(detail_level=args.detail, limit=args.limit, tier=args.tier, tags=tags, agent_id=args.agent_id,
+                  repo_root=repo)
+    results = ask_server(settings, lambda server: server.search_memories(args.query, **params))
+    if results is None:
+        results = [r.to_dict(args.detail) for r in _client(settings).search_memories(args.query, **params)]
     if args.json:
-        print_json([r.to_dict(args.detail) for r in results])
+        print_json(results)
         return 0
     if not results:
         print("no memory matches")
         return 0
     summary = "summary_l0" if args.detail == "l0" else "overview_l1"
-    rows = [(fmt.short_id(r.record.id), r.record.memory_type, r.record.tier, f"{r.similarity_score:.2f}",
-             f"{r.score:.4f}", (getattr(r.record, summary) or r.record.summary_l0)
-             + (f" (possibly stale: {r.stale_reason})" if r.possibly_stale else "")) for r in results]
+    rows = [(fmt.short_id(r["id"]), r["memory_type"], r["tier"], f"{r['similarity_score']:.2f}",
+             f"{r['score']:.4f}", (r.get(summary) or r.get("summary_l0") or "")
+             + (f" (possibly stale: {r['stale_reason']})" if r.get("possibly_stale") else "")) for r in results]
     print(fmt.table(["id", "type", "tier", "sim", "score", "summary"], rows, align="lllrrl",
                     max_width=fmt.summary_width()))
     return 0

@@ -7,10 +7,12 @@ Each is a thin layer over ``ultron.sdk.Ultron``, as in ``ultron.cli.commands``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Callable
 
 from ultron.cli import format as fmt
+from ultron.cli.served import ask_server
 from ultron.cli.commands import _client, _resolve_memory_ids
 from ultron.cli.console import CLIError, print_json
 from ultron.settings import Settings
@@ -34,9 +36,12 @@ def _upload(settings: Settings, args: argparse.Namespace) -> int:
 def _context(settings: Settings, args: argparse.Namespace) -> int:
     if not args.task.strip():
         raise CLIError("the task is empty", 2)
-    out = _client(settings).context_bundle(args.task, token_budget=args.budget, agent_id=args.agent_id,
-                                           repo_root=getattr(args, "repo", None),
-                                           session_id=getattr(args, "session_id", None))
+    repo = getattr(args, "repo", None)
+    params = dict(token_budget=args.budget, agent_id=args.agent_id, repo_root=os.path.abspath(repo) if repo else None,
+                  session_id=getattr(args, "session_id", None))
+    out = ask_server(settings, lambda server: server.context_bundle(args.task, **params))
+    if out is None:
+        out = _client(settings).context_bundle(args.task, **params)
     if args.json:
         print_json(out)
         return 0
