@@ -159,6 +159,11 @@ def test_ultron_dev_runs_the_whole_graph_on_the_examples(tmp_path, fresh_store_e
                                 capture_output=True, text=True, timeout=60)
         tables = json.loads(status.stdout)["tables"]
         assert tables["trajectory_records"] == len(examples), status.stderr
+        # A console a person can read: no Dagster beta or supersession warnings, no warning
+        # about the dagster.yaml it copied into DAGSTER_HOME.
+        console = (tmp_path / "dev.log").read_text()
+        assert "BetaWarning" not in console and "SupersessionWarning" not in console, console[-3000:]
+        assert "will not be used to configure Dagster" not in console
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -93,6 +93,10 @@ def _dev(settings: Settings, args: argparse.Namespace) -> int:
     )
     if not settings.uses_embedded_database:
         env["ULTRON_DATABASE_URL"] = settings.database_url or ""
+    # `dagster dev` itself warns that it is superseded by `dg dev`, which needs a dg project
+    # layout this one does not use: nothing a user of `ultron dev` can act on.
+    env["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"),
+                                                   "ignore:Function `dev_command` is superseded"]))
     workspace = PROJECT_ROOT / "workspace.yaml"
     target = ["-w", str(workspace)] if workspace.exists() else ["-m", "ultron_assets.definitions"]
     cmd = [sys.executable, "-m", "dagster", "dev", *target, "-h", host, "-p", str(port)]
@@ -110,7 +114,10 @@ def _dev(settings: Settings, args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
     # Its own process group, so whatever it leaves behind (code servers) can be cleaned up.
-    proc = subprocess.Popen(cmd, env=env, cwd=str(PROJECT_ROOT), start_new_session=True)
+    # Run from DAGSTER_HOME: started in the project, dagster dev sees the project's own
+    # dagster.yaml beside a different DAGSTER_HOME and warns that it "will not be used" (the
+    # copy in DAGSTER_HOME is the one in use, and the same file).
+    proc = subprocess.Popen(cmd, env=env, cwd=str(dagster_home), start_new_session=True)
     children.append(proc)
     api = subprocess.Popen(api_cmd, env=env, cwd=str(PROJECT_ROOT), start_new_session=True) if api_cmd else None
     if api is not None:
