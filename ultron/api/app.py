@@ -518,10 +518,11 @@ def create_app(settings: Settings | None = None, *, client=None, token: str | No
     install_error_handlers(app)
     install_docs(app)  # /docs and /redoc with their scripts served here: they work offline
 
-    # GET and HEAD as two routes: one route with both methods gives both the same operation
-    # id, and FastAPI warns "Duplicate Operation ID" on the first /openapi.json.
-    @app.head("/health", include_in_schema=False)
-    @app.get("/health", tags=["status"], response_model=Health,
+    # GET and HEAD as two routes, each with its own operation id: one route with both methods
+    # gives both the same id, and FastAPI warns "Duplicate Operation ID" on the first /openapi.json.
+    @app.head("/health", tags=["status"], operation_id="health_head", response_model=Health,
+              responses={503: {"model": Health, "description": "the database does not answer"}})
+    @app.get("/health", tags=["status"], operation_id="health", response_model=Health,
              responses={503: {"model": Health, "description": "the database does not answer"}})
     def health() -> Any:
         """Liveness and database reachability; needs no token and reveals nothing else."""

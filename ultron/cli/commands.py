@@ -92,9 +92,10 @@ def _search(settings: Settings, args: argparse.Namespace) -> int:
         print("no memory matches")
         return 0
     summary = "summary_l0" if args.detail == "l0" else "overview_l1"
+    # the stale note leads, so cutting a long summary to the width never cuts the warning
     rows = [(fmt.short_id(r["id"]), r["memory_type"], r["tier"], f"{r['similarity_score']:.2f}",
-             f"{r['score']:.4f}", (r.get(summary) or r.get("summary_l0") or "")
-             + (f" (possibly stale: {r['stale_reason']})" if r.get("possibly_stale") else "")) for r in results]
+             f"{r['score']:.4f}", (f"(possibly stale: {r['stale_reason']}) " if r.get("possibly_stale") else "")
+             + (r.get(summary) or r.get("summary_l0") or "")) for r in results]
     print(fmt.table(["id", "type", "tier", "sim", "score", "summary"], rows, align="lllrrl",
                     max_width=fmt.summary_width()))
     return 0
