@@ -125,12 +125,7 @@ def default_token(base_url: str, settings: Settings | None = None) -> str | None
     settings = settings or Settings.from_env()
     if settings.api_token and settings.api_token.strip():
         return settings.api_token.strip()
-    if not _is_loopback(base_url):
-        return None
-    try:
-        return (settings.home / TOKEN_FILE).read_text().strip() or None
-    except OSError:
-        return None
+    return settings.local_api_token() if _is_loopback(base_url) else None
 
 
 # -- requests, shared by both clients ---------------------------------------------------------------

@@ -9,9 +9,13 @@ costs seconds and many commands need neither.
 
 from __future__ import annotations
 
+import functools
+import logging
 import time
-from typing import TYPE_CHECKING
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
+from ultron.db import llm_usage as usage_store
 from ultron.db import memories as memory_store
 from ultron.db.database import Database
 from ultron.providers import FallbackProvider, LLMProvider, build_provider
@@ -23,6 +27,9 @@ if TYPE_CHECKING:
 
 #: how often a long-running process re-reads the store's embedding profile
 PROFILE_RECHECK_SECONDS = 60.0
+
+log = logging.getLogger("ultron.context")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class EmbeddingProfileMismatch(RuntimeError):
@@ -58,6 +65,44 @@ class ServiceContext:
         if self._fallback is None:
             self._fallback = FallbackProvider(self.provider)
         return self._fallback
+
+    # -- LLM usage in the store -------------------------------------------------------------
+
+    def record_llm_usage(self) -> int:
+        """Add what the LLM did since the last record to the store (``ultron.db.llm_usage``):
+        one row per model and task, under the provider's name. Returns the rows written.
+
+        Nothing when no provider was built, or when the rules provider did the work: it makes
+        no call and has nothing to fall back from; a fallback is the rules standing in for a
+        configured LLM that failed. Never raises: when the store cannot take the counts a
+        warning is logged and they are kept for the next record, so a step never fails for
+        its bookkeeping. Counts are taken once (``LLMUsage.take_unrecorded``), so nested or
+        concurrent batches sharing the provider never store one twice."""
+        provider = self._provider
+        if provider is None:
+            return 0
+        usage = provider.usage
+        taken = usage.take_unrecorded()
+        if not taken:
+            return 0
+        rows = [{"provider": provider.name, "model": model, "task": task, **counts.to_dict()}
+                for (model, task), counts in taken.items()]
+        try:
+            with self.db.engine.begin() as conn:
+                return usage_store.add_usage(conn, rows)
+        except Exception as exc:  # noqa: BLE001 - bookkeeping must not fail the work it counts
+            usage.give_back(taken)
+            log.warning("LLM usage not recorded (kept for the next batch): %s: %s", type(exc).__name__, exc)
+            return 0
+
+    @contextmanager
+    def llm_batch(self) -> Iterator[None]:
+        """Around a batch of work that may ask the LLM: its usage is recorded when the batch
+        ends, also when it raises (:meth:`record_llm_usage`)."""
+        try:
+            yield
+        finally:
+            self.record_llm_usage()
 
     @property
     def embedder(self) -> "Embedder":
@@ -109,3 +154,15 @@ class ServiceContext:
                     f"ULTRON_DATABASE_URL) for the new embedder.")
         self._profile_checked = True
         self._profile_checked_at = time.monotonic()
+
+
+def records_llm_usage(method: F) -> F:
+    """For a method of a service holding its :class:`ServiceContext` as ``self.ctx``: the LLM
+    work the call did is recorded in the store when it returns or raises (``ctx.llm_batch``)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self.ctx.llm_batch():
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

@@ -19,6 +19,7 @@ from ultron.ingestion import IngestReport, IngestService
 from ultron.settings import Settings
 
 if TYPE_CHECKING:
+    from ultron.browse import Browser
     from ultron.clusters.service import ClusterService
     from ultron.embeddings import Embedder
     from ultron.memory.extract import SegmentExtraction
@@ -71,6 +72,7 @@ class Ultron:
         self._memory: MemoryService | None = None
         self._clusters: ClusterService | None = None
         self._skills: SkillService | None = None
+        self._browser: Browser | None = None
 
     # -- services (built on first use: importing them loads the heuristics) -----------------
 
@@ -109,6 +111,15 @@ class Ultron:
 
             self._skills = SkillService(self.context)
         return self._skills
+
+    @property
+    def browser(self) -> "Browser":
+        """What people curating the store read: pages, a memory's provenance, skills, overview."""
+        if self._browser is None:
+            from ultron.browse import Browser
+
+            self._browser = Browser(self.context, self.memory, self.skills)
+        return self._browser
 
     # -- ingestion ------------------------------------------------------------------------
 
@@ -262,8 +273,9 @@ class Ultron:
         ``sft``, ``partitions`` (Dagster partition keys to remove), ``kept_on_disk``."""
         from ultron.forget import forget
 
-        return forget(self.context, memory_ids, segment_id, session_file, agent_id, vacuum=vacuum,
-                      memory=self.memory, skills=self.skills)
+        with self.context.llm_batch():  # rebuilt memories and skills may ask the LLM
+            return forget(self.context, memory_ids, segment_id, session_file, agent_id, vacuum=vacuum,
+                          memory=self.memory, skills=self.skills)
 
     # -- skills -------------------------------------------------------------------------------
 

@@ -90,7 +90,7 @@ def _path(env: Mapping[str, str], name: str) -> Path | None:
 
 @dataclass(frozen=True)
 class Settings:
-    """Typed view of the environment. Defaults are the documented ones (README)."""
+    """Typed view of the environment. Defaults are the documented ones (docs/configuration.md)."""
 
     #: ULTRON_HOME: state directory (embedded database, Dagster home, inbox).
     home: Path = field(default_factory=lambda: Path(".ultron").resolve())
@@ -475,6 +475,22 @@ class Settings:
     @property
     def dagster_home(self) -> Path:
         return self.home / "dagster"
+
+    @property
+    def api_token_file(self) -> Path:
+        """Where a loopback server keeps the token it generated (``ultron.api.auth``)."""
+        return self.home / "api_token"
+
+    def local_api_token(self) -> str | None:
+        """The token a server of this store accepts: ULTRON_API_TOKEN, else the one a loopback
+        server generated. Every local caller (the CLI, the hooks, the Python client for a
+        loopback URL) reads it here, so they cannot disagree."""
+        if self.api_token and self.api_token.strip():
+            return self.api_token.strip()
+        try:
+            return self.api_token_file.read_text("utf-8").strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
 
     @property
     def uses_embedded_database(self) -> bool:

@@ -19,6 +19,7 @@ def llm_metadata(usage: LLMUsage, provider: str) -> dict:
         "llm_completion_tokens": usage.completion_tokens,
         "llm_retries": usage.retries,
         "llm_failures": usage.failures,
+        "llm_fallbacks": usage.fallbacks,
         **({"llm_errors": dg.MetadataValue.json(usage.errors)} if usage.errors else {}),
     }
 

@@ -114,3 +114,34 @@ def test_search_and_context_ask_the_running_server_instead_of_loading_the_model(
     other = subprocess.run([*cli, "search", "numpy pandas wheels"], capture_output=True, text=True, timeout=120,
                            env={**env, "ULTRON_API_TOKEN": "another-stores-token-0000"})
     assert other.returncode == 0 and memory.id[:8] in other.stdout and "answered by the server" not in other.stderr
+
+
+@pytest.mark.skipif(shutil.which("claude") is None,
+                    reason="Claude Code CLI not installed (npm install -g @anthropic-ai/claude-code)")
+def test_readmes_claude_code_lines_work_as_written_in_order(db, tmp_path):
+    """README's "Connect your agent" lines for Claude Code, run one after the other as a reader
+    would (from the checkout, in a fresh HOME): every one succeeds, and Claude Code lists each
+    server they add under its own name."""
+    repo = Path(__file__).resolve().parents[2]
+    section = (repo / "README.md").read_text().split("## Connect your agent", 1)[1].split("\n## ", 1)[0]
+    lines = [ln.strip() for ln in section.splitlines()
+             if ln.startswith("    ") and ln.strip().startswith((".venv/bin/ultron connect claude-code", "claude "))]
+    assert len(lines) >= 2, section
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, **database_env(), "ULTRON_HOME": str(TEST_HOME), "HOME": str(home),
+           "ULTRON_API_TOKEN": "readme-token-0123456789",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if not (repo / ".venv/bin/ultron").exists():
+        pytest.skip("README's lines use .venv/bin/ultron, and this checkout has no .venv")
+    try:
+        for line in lines:
+            done = subprocess.run(["bash", "-c", line], cwd=repo, env=env, capture_output=True, text=True,
+                                  timeout=180)
+            assert done.returncode == 0, f"{line}\n{done.stdout}{done.stderr}"
+        listed = subprocess.run(["claude", "mcp", "list"], capture_output=True, text=True, env=env, cwd=repo,
+                                timeout=180).stdout
+        assert "ultron:" in listed and "ultron-remote:" in listed, listed
+    finally:
+        subprocess.run([sys.executable, "-m", "ultron.cli", "disconnect", "claude-code"], env=env, timeout=60,
+                       capture_output=True, cwd=repo)

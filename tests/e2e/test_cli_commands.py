@@ -75,7 +75,7 @@ def test_search_prints_a_table_and_valid_json(client, capsys):
     long = client.upload_memory("pandas " + "and a very long explanation of the docker image layers " * 20,
                                 "docker", "rebuild")
     code, out, _ = cli(capsys, "search", "pandas docker image layers")  # not a terminal: a pipe's width
-    assert long.id[:8] in out and max(len(line) for line in out.splitlines()) <= 120
+    assert long.id[:8] in out and max(len(line) for line in out.splitlines()) <= 100
 
     assert cli(capsys, "search", "pandas", "--tier", "cold")[1].strip() == "no memory matches"
     assert json.loads(cli(capsys, "search", "git push", "--tag", "docker", "--json")[1]) == []

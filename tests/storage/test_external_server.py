@@ -1,6 +1,6 @@
 """Ultron on a server it did not start: the password-and-TCP-only test server itself, and a
-server that lacks pgvector, which must fail with the message that names the fix (README,
-"External PostgreSQL") rather than a traceback from inside a migration.
+server that lacks pgvector, which must fail with the message that names the fix (docs/scale.md,
+"Database") rather than a traceback from inside a migration.
 
 Each test starts its own server (about a second), so they run the same in both test modes.
 """

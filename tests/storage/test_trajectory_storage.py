@@ -155,7 +155,7 @@ def test_rules_provider_splits_the_seeds_example(client, tmp_path):
 
 
 def test_a_thank_you_that_opens_the_next_request_confirms_the_task_it_closes(client, tmp_path):
-    """The README's example: the CSV fix is confirmed in the message that asks for the compose file."""
+    """The example of docs/benchmarks.md: the CSV fix is confirmed in the message that asks for the compose file."""
     from ultron.db import segments as store
     from ultron.heuristics.segmenter import with_closing
 

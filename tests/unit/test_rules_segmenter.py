@@ -119,9 +119,10 @@ def test_closed_request_then_a_new_one_splits():
 
 
 def test_a_thank_you_and_a_new_request_in_one_message_split_there():
-    """The README's example: the CSV answer is confirmed and the compose file asked for in one
-    message. That message opens the second task (its topic is the new request), and its
-    closing sentence goes with the first task as that task's confirmation."""
+    """The example of docs/benchmarks.md (examples/openai-csv-then-docker.jsonl): the CSV
+    answer is confirmed and the compose file asked for in one message. That message opens the
+    second task (its topic is the new request), and its closing sentence goes with the first
+    task as that task's confirmation."""
     window = [
         user("How do I read a CSV in Python?"),
         assistant("Use pandas: pd.read_csv('data.csv')."),

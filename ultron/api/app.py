@@ -30,6 +30,7 @@ from ultron.api import ingest_paths
 from ultron.api.docs import install_docs
 from ultron.api.auth import api_token, require_token
 from ultron.api.mcp_mount import mount_mcp
+from ultron.web.pages import error_page, is_page, mount_browser
 from ultron.api.models import (
     MAX_PATH_CHARS, BatchSearchResponse, DetailsResponse, ErrorBody, ForgetResponse, Health, IngestPathsRequest, IngestResponse,
     IngestTextRequest, IngestTextResponse, MemoryBatchSearchRequest, MemoryDetailsRequest,
@@ -139,9 +140,19 @@ def _allowed_methods(request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
+def _error(request: Request, body: dict[str, Any], status: int, headers: dict[str, str] | None = None):
+    """The API's JSON error, or for a memory browser page the same message as a page."""
+    if is_page(request):
+        return error_page(request, status, str(body.get("detail", "")))
+    return SafeJSONResponse(body, status, headers=headers)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(_request: Request, exc: RequestValidationError):
+    async def invalid_request(request: Request, exc: RequestValidationError):
+        if is_page(request):
+            return error_page(request, 422, "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}"
+                                                      for e in _field_errors(exc.errors())))
         return _validation_response(_field_errors(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
@@ -149,35 +160,35 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = exc.headers
         if exc.status_code == 405:  # Starlette names the first matching route's methods only
             headers = {**(headers or {}), "Allow": _allowed_methods(request)}
-        return SafeJSONResponse({"detail": str(exc.detail)}, exc.status_code, headers=headers)
+        return _error(request, {"detail": str(exc.detail)}, exc.status_code, headers=headers)
 
     @app.exception_handler(ValueError)
-    async def refused(_request: Request, exc: ValueError):
-        return SafeJSONResponse({"detail": str(exc) or "invalid request"}, 400)
+    async def refused(request: Request, exc: ValueError):
+        return _error(request, {"detail": str(exc) or "invalid request"}, 400)
 
     @app.exception_handler(EmbeddingProfileMismatch)
     @app.exception_handler(DatabaseError)
-    async def misconfigured(_request: Request, exc: Exception):
+    async def misconfigured(request: Request, exc: Exception):
         log.error("%s", exc)
-        return SafeJSONResponse({"detail": str(exc)}, 503)
+        return _error(request, {"detail": str(exc)}, 503)
 
     @app.exception_handler(sa.exc.OperationalError)
     @app.exception_handler(sa.exc.InterfaceError)
     @app.exception_handler(sa.exc.TimeoutError)
-    async def database_down(_request: Request, exc: Exception):
+    async def database_down(request: Request, exc: Exception):
         log.error("database unavailable: %s", exc)
-        return SafeJSONResponse({"detail": "the database is unavailable; try again shortly"}, 503)
+        return _error(request, {"detail": "the database is unavailable; try again shortly"}, 503)
 
     @app.exception_handler(LLMError)
-    async def llm_down(_request: Request, exc: LLMError):
+    async def llm_down(request: Request, exc: LLMError):
         log.error("LLM unavailable: %s", exc)
-        return SafeJSONResponse({"detail": f"the LLM is unavailable: {exc}"}, 503)
+        return _error(request, {"detail": f"the LLM is unavailable: {exc}"}, 503)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception):
         # Starlette logs the traceback after this response is sent; the client gets none.
         log.error("unexpected error on %s %s: %r", request.method, request.url.path, exc)
-        return SafeJSONResponse({"detail": "internal error; the server log has the details"}, 500)
+        return _error(request, {"detail": "internal error; the server log has the details"}, 500)
 
 
 # -- dependencies ---------------------------------------------------------------------------------
@@ -517,6 +528,7 @@ def create_app(settings: Settings | None = None, *, client=None, token: str | No
     app.add_middleware(BodySizeLimit)
     install_error_handlers(app)
     install_docs(app)  # /docs and /redoc with their scripts served here: they work offline
+    mount_browser(app)  # the memory browser at /ui: its own sign-in, then a session cookie
 
     # GET and HEAD as two routes, each with its own operation id: one route with both methods
     # gives both the same id, and FastAPI warns "Duplicate Operation ID" on the first /openapi.json.

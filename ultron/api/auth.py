@@ -9,7 +9,6 @@ implicit token: starting it without ULTRON_API_TOKEN is refused.
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import logging
 import os
@@ -20,6 +19,7 @@ from pathlib import Path
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from ultron.access import token_refusal
 from ultron.settings import Settings, SettingsError
 
 log = logging.getLogger("ultron.api")
@@ -44,7 +44,7 @@ def is_loopback(host: str) -> bool:
 
 
 def token_file(settings: Settings) -> Path:
-    return settings.home / TOKEN_FILE
+    return settings.api_token_file
 
 
 def api_token(settings: Settings, host: str | None = None) -> str:
@@ -112,17 +112,6 @@ bearer = HTTPBearer(auto_error=False, scheme_name="bearer",
 
 def _unauthorized(message: str) -> HTTPException:
     return HTTPException(401, message, headers={"WWW-Authenticate": 'Bearer realm="ultron"'})
-
-
-def token_refusal(token: str | None, expected: bytes) -> str | None:
-    """Why a bearer token is refused (None when it is the server's): the one check behind
-    every route and the /mcp mount, a constant-time comparison."""
-    if not token:
-        return "missing bearer token: send 'Authorization: Bearer <token>'"
-    # Starlette decodes headers as latin-1; encoding back gives the bytes the client sent.
-    if not hmac.compare_digest(token.encode("latin-1", "replace"), expected):
-        return "invalid bearer token"
-    return None
 
 
 def require_token(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:

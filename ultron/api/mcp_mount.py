@@ -24,7 +24,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.routing import Route
 
-from ultron.api.auth import token_refusal
+from ultron.access import token_refusal
 from ultron.mcp import LazyUltron, build_server
 
 MCP_PATH = "/mcp"

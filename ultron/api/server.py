@@ -75,7 +75,8 @@ def serve(settings: Settings, host: str | None = None, port: int | None = None, 
     client = Ultron(settings)
     app = create_app(settings, client=client, token=token)
     shown = f"[{host}]" if ":" in host else host
-    print(f"ultron serve: starting on http://{shown}:{port} (docs at /docs)", file=out, flush=True)
+    print(f"ultron serve: starting on http://{shown}:{port} (memory browser at /ui, API docs at /docs)", file=out,
+          flush=True)
     server = _Server(uvicorn.Config(app, host=host, port=port, log_level="info", access_log=True,
                                     server_header=False, timeout_graceful_shutdown=10, lifespan="on"))
     try:

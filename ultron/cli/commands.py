@@ -209,7 +209,7 @@ def _skills(settings: Settings, args: argparse.Namespace) -> int:
         for row, s in zip(rows, found):
             sim = s["similarity"]
             row.insert(2, f"{sim:.2f}" if isinstance(sim, (int, float)) else sim)
-    print(fmt.table(headers, rows, align=align, max_width=fmt.terminal_width()))
+    print(fmt.table(headers, rows, align=align, max_width=fmt.summary_width()))
     return 0
 
 

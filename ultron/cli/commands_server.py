@@ -148,6 +148,8 @@ def _api_command(settings: Settings) -> list[str] | None:
     where = "ULTRON_API_TOKEN" if settings.api_token else str(settings.home / "api_token")
     print(f"ultron: HTTP API at http://{settings.api_host}:{settings.api_port}  (bearer token: {where})",
           flush=True)
+    print(f"ultron: memory browser at http://{settings.api_host}:{settings.api_port}/ui  (sign in with that token)",
+          flush=True)
     return [sys.executable, "-m", "ultron.api", "--host", settings.api_host, "--port", str(settings.api_port)]
 
 

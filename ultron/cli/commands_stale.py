@@ -28,7 +28,7 @@ def _stale(settings: Settings, args: argparse.Namespace) -> int:
     if stale:
         rows = [(fmt.short_id(s["memory"]["id"]), s["memory"]["memory_type"], s["reason"],
                  s["memory"]["summary_l0"]) for s in stale]
-        print(fmt.table(["id", "type", "why", "summary"], rows, max_width=fmt.terminal_width()))
+        print(fmt.table(["id", "type", "why", "summary"], rows, max_width=fmt.summary_width()))
     return 0
 
 

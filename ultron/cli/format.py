@@ -32,7 +32,7 @@ def terminal_width(stream=None) -> int | None:
 
 #: Width of a summary table when stdout is not a terminal (a pipe, an agent's tool call):
 #: summaries are cut to it; ``--json`` has the full text.
-PIPE_WIDTH = 120
+PIPE_WIDTH = 100
 
 
 def summary_width(stream=None) -> int:

@@ -69,7 +69,7 @@ def _yes_flag(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ultron", description="Ultron: memory for LLM agents, on Dagster.",
-        epilog="Settings come from ULTRON_* environment variables (see README). Exit codes: 0 ok, "
+        epilog="Settings come from ULTRON_* environment variables (see docs/configuration.md). Exit codes: 0 ok, "
                "1 the request failed (unknown id, failed files, nothing matched), 2 bad arguments, "
                "settings or database.")
     parser.add_argument("--init", action="store_true",

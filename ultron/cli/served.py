@@ -19,19 +19,10 @@ from ultron.settings import Settings
 PROBE_SECONDS = 0.2
 
 
-def _token(settings: Settings) -> str | None:
-    if settings.api_token and settings.api_token.strip():
-        return settings.api_token.strip()
-    try:
-        return (settings.home / "api_token").read_text("utf-8").strip() or None
-    except OSError:
-        return None
-
-
 def ask_server(settings: Settings, call: Callable[[Any], Any]) -> Any | None:
     """``call(client)`` against the local server, or None when there is none (or it fails)."""
     host = settings.api_host if settings.api_host not in ("0.0.0.0", "::") else "127.0.0.1"
-    token = _token(settings)
+    token = settings.local_api_token()
     if token is None:
         return None
     try:

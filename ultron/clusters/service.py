@@ -19,7 +19,7 @@ import numpy as np
 
 from ultron.claims import lease
 from ultron.clusters import density
-from ultron.context import ServiceContext
+from ultron.context import ServiceContext, records_llm_usage
 from ultron.heuristics import topics
 from ultron.clusters.matching import SkillState, match_clusters, materially_changed, merge_skill_state
 from ultron.db import clusters as store
@@ -94,6 +94,7 @@ class ClusterService:
 
     # -- batch ----------------------------------------------------------------------------
 
+    @records_llm_usage
     def run_clustering(self) -> ClusteringReport:
         """Re-cluster every active memory; keep ids by member overlap; label what changed."""
         start = time.perf_counter()
@@ -219,6 +220,8 @@ class ClusterService:
             sample = [topics.short_text(texts[ids[i]]["summary_l0"] or texts[ids[i]]["content"])
                       for i in reps[c.id] if ids[i] in texts]
             if not llm_up or not sample:
+                if sample and self.ctx.provider.name != "rules":  # the LLM is down: the rules stand in
+                    self.ctx.fallback.count_fallback("label_cluster")
                 need_rules.append(c)
                 continue
             try:
@@ -228,6 +231,7 @@ class ClusterService:
             except LLMError as exc:
                 report.llm_failures += 1
                 log.warning("cluster %s: topic by rules (LLM: %s)", c.id[:8], exc)
+                self.ctx.fallback.count_fallback("label_cluster")
                 need_rules.append(c)
                 if isinstance(exc, LLMUnavailable):
                     llm_up = False

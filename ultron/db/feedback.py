@@ -5,7 +5,7 @@ Every verdict is one ``feedback_events`` row (kept so a rank, a demotion or a re
 can be explained); the counters on ``memory_records`` and ``skills`` are updated in the
 same statement, so a search never aggregates events.
 
-Formulas (README "Feedback"):
+Formulas (docs/concepts.md, "Feedback and the context bundle"):
 
 - a memory's **feedback factor** in search ranking is
   ``min(1, 2 * (helpful + 1) / (helpful + unhelpful + 2))``: 1 without feedback or while

@@ -125,13 +125,13 @@ class OpenAIEmbedder:
 
         response = call_with_retries(request, purpose="embeddings", model=self.model, max_retries=self.max_retries,
                                      retry_base_seconds=self.retry_base_seconds, usage=self.usage,
-                                     sleep=self._sleep, drop_feature=drop_dimensions)
+                                     sleep=self._sleep, drop_feature=drop_dimensions, task="embed")
         u = getattr(response, "usage", None)
-        self.usage.record_call(as_count(getattr(u, "prompt_tokens", 0)), 0)
+        self.usage.record_call(as_count(getattr(u, "prompt_tokens", 0)), 0, model=self.model, task="embed")
         try:
             return self._check(response, len(batch))
         except LLMInvalidAnswer as exc:
-            self.usage.record_failure(f"embeddings: {exc}")
+            self.usage.record_failure(f"embeddings: {exc}", model=self.model, task="embed")
             raise
 
     def _check(self, response: Any, expected: int) -> np.ndarray:

@@ -106,7 +106,7 @@ TRANSFER: dict[str, float] = {"customer_service": 1.0}
 #: Every task type but customer service: intercept, share of the fitted weights and scale of
 #: the prior weights, fitted by logistic regression on the labelled corpus's coding, data,
 #: ops and writing sessions and their success labels (``python -m ultron.learned.train_quality``;
-#: leave-authors-out and leave-domain-out AUROC in its output and in README). The fitted
+#: leave-authors-out and leave-domain-out AUROC in its output and in docs/benchmarks.md). The fitted
 #: share comes out slightly negative: in a developer's session many changes and long answers
 #: go with work done, not with a service agent overstepping. The corpus's sessions mostly
 #: succeed (92%), which sets the intercept: 0.7 here reads "most such segments succeeded".

@@ -93,21 +93,11 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
 # -- the server ---------------------------------------------------------------------------------
 
 
-def _token(settings: Settings) -> str | None:
-    """The API token as ``ultron.api.auth`` finds it, without importing FastAPI."""
-    if settings.api_token and settings.api_token.strip():
-        return settings.api_token.strip()
-    try:
-        return (settings.home / "api_token").read_text("utf-8").strip() or None
-    except OSError:
-        return None
-
-
 def _post(settings: Settings, route: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
     """POST JSON, read the JSON answer (Content-Length or chunked), one connection."""
     host = settings.api_host if settings.api_host not in ("0.0.0.0", "::") else "127.0.0.1"
     data = json.dumps(body).encode("utf-8")
-    token = _token(settings)
+    token = settings.local_api_token()
     head = (f"POST {route} HTTP/1.1\r\nHost: {host}:{settings.api_port}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(data)}\r\nConnection: close\r\n"
             + (f"Authorization: Bearer {token}\r\n" if token else "") + "\r\n")

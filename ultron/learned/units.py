@@ -8,7 +8,7 @@ calls and whether they failed, where the turn sits, and what came just before an
 token; :mod:`ultron.learned.linear` hashes tokens into columns, so training and serving
 share one definition and a new feature needs no schema.
 
-The tokens (the model card in README lists them too):
+The tokens (docs/concepts.md, "The learned lesson model", lists them too):
 
 * ``w:`` words and ``b:`` word pairs of the turn's own text, prefixed by the role
   (``u``/``a``); ``c:`` words of its calls' names and arguments; ``r:`` words of the

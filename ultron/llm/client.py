@@ -11,7 +11,8 @@ What this adds over a bare ``chat.completions.create``:
   for every answer, with one retry of the call when the answer is unusable: no choice,
   no message, no content, an answer cut off by the token limit, or one that fails
   validation;
-* usage accounting (calls, tokens, retries, failures) for the run's metadata.
+* usage accounting (calls, tokens, retries, failures), per model and task, for the run's
+  metadata and the store.
 
 Every way a reply can go wrong ends as :class:`LLMUnavailable` or :class:`LLMInvalidAnswer`,
 which callers already handle by leaving the work pending or falling back to the rules.
@@ -71,22 +72,25 @@ class ChatJSONClient:
         )
 
     def complete_json(
-        self, system: str, user: str, validate: Callable[[Any], T], *, purpose: str, attempts: int = 2
+        self, system: str, user: str, validate: Callable[[Any], T], *, purpose: str, attempts: int = 2,
+        task: str = "",
     ) -> T:
-        """Ask, parse and validate; an unusable answer is asked again once (``attempts`` = 2)."""
+        """Ask, parse and validate; an unusable answer is asked again once (``attempts`` = 2).
+        ``purpose`` names the work in logs and errors; ``task`` is its label in the usage counts."""
         problem = "no attempt made"
         for attempt in range(1, attempts + 1):
-            reply = self._chat(system, user, purpose)
+            reply = self._chat(system, user, purpose, task)
             try:
                 return validate(_parse(reply))
             except (NoJSON, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
                 # AttributeError & co.: a validator meeting a value of a shape it did not expect
                 problem = f"{type(exc).__name__}: {str(exc)[:300]}"
-                self.usage.record_failure(f"{purpose}: invalid answer (attempt {attempt}): {problem}")
+                self.usage.record_failure(f"{purpose}: invalid answer (attempt {attempt}): {problem}",
+                                          model=self.model, task=task)
                 log.warning("%s: invalid answer from %s (attempt %d/%d): %s", purpose, self.model, attempt, attempts, problem)
         raise LLMInvalidAnswer(f"{purpose}: {self.model} gave no valid answer in {attempts} attempts; last: {problem}")
 
-    def _chat(self, system: str, user: str, purpose: str) -> Reply:
+    def _chat(self, system: str, user: str, purpose: str, task: str = "") -> Reply:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
         def request() -> Reply:
@@ -98,7 +102,7 @@ class ChatJSONClient:
             u = getattr(response, "usage", None)
             prompt = as_count(getattr(u, "prompt_tokens", None)) or count_tokens(system) + count_tokens(user)
             completion = as_count(getattr(u, "completion_tokens", None)) or count_tokens(reply.text or "")
-            self.usage.record_call(prompt, completion)
+            self.usage.record_call(prompt, completion, model=self.model, task=task)
             return reply
 
         def drop_json_mode(exc: Exception) -> bool:
@@ -110,7 +114,7 @@ class ChatJSONClient:
 
         return call_with_retries(request, purpose=purpose, model=self.model, max_retries=self.max_retries,
                                  retry_base_seconds=self.retry_base_seconds, usage=self.usage, sleep=self._sleep,
-                                 drop_feature=drop_json_mode)
+                                 drop_feature=drop_json_mode, task=task)
 
 
 def _reply_of(response: Any) -> Reply:

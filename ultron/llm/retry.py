@@ -37,12 +37,13 @@ class GarbledResponse(Exception):
 def call_with_retries(
     request: Callable[[], T], *, purpose: str, model: str, max_retries: int, retry_base_seconds: float,
     usage: LLMUsage, sleep: Callable[[float], None], drop_feature: Callable[[Exception], bool] = lambda exc: False,
-    jitter: Callable[[float], float] | None = None,
+    jitter: Callable[[float], float] | None = None, task: str = "",
 ) -> T:
     """``request()`` until it succeeds; raises LLMUnavailable (recorded in ``usage``) when it gives up.
 
     ``jitter`` maps the exponential ceiling to the actual wait (full jitter by default:
-    uniform in [0, ceiling]); tests inject ``sleep`` to stay fast."""
+    uniform in [0, ceiling]); tests inject ``sleep`` to stay fast. Retries and the failure
+    count for ``(model, task)`` in ``usage``."""
     import openai
 
     spread = jitter or full_jitter
@@ -72,11 +73,11 @@ def call_with_retries(
         attempt += 1
         if attempt > max_retries:
             break
-        usage.record_retry()
+        usage.record_retry(model=model, task=task)
         log.warning("%s: %s; retry %d/%d in %.2fs", purpose, last, attempt, max_retries, wait)
         sleep(wait)
         ceiling = min(ceiling * 2, BACKOFF_CAP_SECONDS)
-    usage.record_failure(f"{purpose}: {last}")
+    usage.record_failure(f"{purpose}: {last}", model=model, task=task)
     raise LLMUnavailable(f"{purpose}: {model} unavailable: {last}")
 
 

@@ -58,11 +58,12 @@ def extract_from_segments(memory: MemoryService, batch_size: int = 50, *, partit
         _extract_segment(memory, seg, result)
         return result
 
-    return work_claimed(
-        memory.db.engine,
-        lambda conn, n, tried: claim_store.claim_extractable(conn, me, lease, n, floor, partition_key, tried),
-        lambda seg: seg.id, lambda conn, seg: claim_store.release_segment(conn, seg.id, me), batch_size,
-        extract, lambda result: result.status == "extracted")
+    with memory.ctx.llm_batch():
+        return work_claimed(
+            memory.db.engine,
+            lambda conn, n, tried: claim_store.claim_extractable(conn, me, lease, n, floor, partition_key, tried),
+            lambda seg: seg.id, lambda conn, seg: claim_store.release_segment(conn, seg.id, me), batch_size,
+            extract, lambda result: result.status == "extracted")
 
 
 def _extract_segment(memory: MemoryService, seg: segment_store.SegmentRow, result: SegmentExtraction) -> None:

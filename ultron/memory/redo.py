@@ -47,7 +47,8 @@ def redo_fallbacks(memory: MemoryService, batch_size: int = 100) -> list[Redo]:
             return []
         with memory.db.engine.connect() as conn:
             marked = marks_store.marked_for_redo(conn, batch_size)
-        return [_redo(memory, memory_id, tasks) for memory_id, tasks in marked]
+        with memory.ctx.llm_batch():
+            return [_redo(memory, memory_id, tasks) for memory_id, tasks in marked]
 
 
 def _redo(memory: MemoryService, memory_id: str, tasks: list[str]) -> Redo:

@@ -16,7 +16,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ultron.claims import lease
-from ultron.context import EmbeddingProfileMismatch, ServiceContext
+from ultron.context import EmbeddingProfileMismatch, ServiceContext, records_llm_usage
+from ultron.db import browse as browse_store
 from ultron.db import clusters as cluster_store
 from ultron.db import fallback_marks as marks_store
 from ultron.db import feedback as feedback_store
@@ -107,6 +108,7 @@ class MemoryService:
 
     # -- upload ------------------------------------------------------------------------------
 
+    @records_llm_usage
     def upload_memory(self, content: str, context: str = "", resolution: str = "", tags: Sequence[str] | None = None,
                       *, provenance: Provenance | None = None, kind: str | None = None,
                       tools_used: Sequence[str] | None = None, confidence: float | None = None) -> UploadResult:
@@ -234,19 +236,22 @@ class MemoryService:
 
     def search_memories(self, query: str, detail_level: str = "l1", limit: int = 10, tier: str | None = None,
                         tags: Sequence[str] | None = None, agent_id: str | None = None,
-                        repo_root: str | None = None, explore_seed: str | None = None) -> list[SearchResult]:
+                        repo_root: str | None = None, explore_seed: str | None = None,
+                        count_hits: bool = True) -> list[SearchResult]:
         """Hybrid search: HNSW ANN and BM25 over the GIN index, fused (``ultron.memory.ranking``), then
         the tier boost, time decay and feedback factor. ``repo_root``: a checkout to check the
         results against (:meth:`mark_stale`). ``explore_seed``: draw each memory's outcome
         utility from its posterior, seeded by this (the bundle of a session whose outcome will
-        be counted; ``ranking.utility_factor``)."""
+        be counted; ``ranking.utility_factor``). ``count_hits=False``: a person browsing, whose
+        looking is not an agent using the memory (tiers follow agents' use)."""
         if detail_level not in DETAIL_LEVELS:
             raise ValueError("detail_level must be 'l0' or 'l1' (use get_memory_details for full text)")
         if not query or not query.strip() or limit <= 0:
             return []
         self.check_embedding_profile()
         explore = random.Random(explore_seed) if explore_seed is not None else None
-        found = self._search(query, None, limit, {"tier": tier, "tags": tags, "agent_id": agent_id}, explore)
+        found = self._search(query, None, limit, {"tier": tier, "tags": tags, "agent_id": agent_id}, explore,
+                             count_hits=count_hits)
         return self.mark_stale(found, repo_root) if repo_root is not None else found
 
     # -- files and staleness ---------------------------------------------------------------------
@@ -326,7 +331,7 @@ class MemoryService:
         return [self._search(q, vectors[q], limit, filters) if q in vectors else [] for q in queries]
 
     def _search(self, query: str, q: np.ndarray | None, limit: int, filters: dict[str, Any],
-                explore: random.Random | None = None) -> list[SearchResult]:
+                explore: random.Random | None = None, *, count_hits: bool = True) -> list[SearchResult]:
         k = max(limit * 4, 40)
         if q is None:
             q = QUERIES.embed(self.embedder, query)
@@ -335,9 +340,10 @@ class MemoryService:
             candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings), **filters)
             ranked = rank_candidates(candidates, self.settings, limit, explore)
             records = {r.id: r for r in store.get_records(conn, [c["id"] for c in ranked])}
-        self.db.hits.add(list(records), 1)
-        for record in records.values():  # as they are once this search's hit is written
-            record.hit_count += 1
+        if count_hits:
+            self.db.hits.add(list(records), 1)
+            for record in records.values():  # as they are once this search's hit is written
+                record.hit_count += 1
         return [SearchResult(records[c["id"]], float(c["similarity"]), c["score"], c["matched"])
                 for c in ranked if c["id"] in records]
 
@@ -398,6 +404,7 @@ class MemoryService:
             return store.rebalance_tiers(conn, s.hot_percentile, s.warm_percentile, s.cold_ttl_days,
                                          demote_after=s.feedback_demote_after)
 
+    @records_llm_usage
     def consolidate(self, max_merges: int = 100, batch_size: int = 500) -> dict[str, Any]:
         """Merge near-duplicate pairs already in the store (same type, cosine of the memories and
         of their contents >= the dedup threshold), batch-wise, each pair found through the HNSW index. The older record
@@ -527,6 +534,11 @@ class MemoryService:
             rec = before.get(memory_id)
             if rec is not None:  # what these memories said before: labels may have been built from it
                 out.forgotten_text += [rec.content, rec.context, rec.resolution, " ".join(rec.tags)]
+        for revision in browse_store.revisions_of(conn, sorted(doomed | set(rebuilt))):
+            out.forgotten_text += [revision["content"], revision["context"], revision["resolution"],
+                                   " ".join(revision["tags"])]
+        # a rebuilt memory's earlier texts may quote the forgotten source (a deleted one's go with it)
+        revisions_deleted = browse_store.drop_revisions(conn, sorted(doomed | set(rebuilt)))
         cascaded = store.count_contributions(conn, sorted(doomed))
         # a rebuilt memory's file references may name the forgotten session's files: they go too
         files_deleted = file_store.delete_files(conn, sorted(doomed | set(rebuilt)))
@@ -550,6 +562,7 @@ class MemoryService:
             "memory_records": {"deleted": counts["memories_deleted"], "updated": len(rebuilt)},
             "memory_contributions": {"deleted": len(taken) + cascaded, "updated": 0},
             "memory_files": {"deleted": files_deleted, "updated": 0},
+            "memory_revisions": {"deleted": revisions_deleted, "updated": 0},
         })
         return out
 

@@ -17,11 +17,12 @@ def ingest_text(memory: MemoryService, text: str, agent_id: str | None = None) -
         with db.engine.begin() as conn:
             session_store.archive_text(conn, agent_id=agent_id, content_hash=hashlib.sha256(text.encode()).hexdigest(),
                                        content=text.encode())
-    candidates = memory.provider.extract_from_text(text)
-    keep = [c for c in candidates if c["confidence"] >= settings.memory_min_confidence]
-    results = [memory.upload_memory(c["content"], c["context"], c["resolution"], list(c["tags"]) + ["text"],
-                                    provenance=Provenance(agent_id=agent_id), kind=c["kind"],
-                                    tools_used=c["tools_used"], confidence=c["confidence"]) for c in keep]
+    with memory.ctx.llm_batch():
+        candidates = memory.provider.extract_from_text(text)
+        keep = [c for c in candidates if c["confidence"] >= settings.memory_min_confidence]
+        results = [memory.upload_memory(c["content"], c["context"], c["resolution"], list(c["tags"]) + ["text"],
+                                        provenance=Provenance(agent_id=agent_id), kind=c["kind"],
+                                        tools_used=c["tools_used"], confidence=c["confidence"]) for c in keep]
     return {
         "memories": [{**r.record.to_dict("full"), "action": r.action} for r in results],
         "total_memories": len(results),

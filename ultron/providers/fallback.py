@@ -43,7 +43,8 @@ class Answer(Generic[T]):
 class FallbackProvider:
     """A provider whose every task falls back to :class:`RulesProvider` on ``LLMError``
     (an outage after retries, or an answer that failed validation). ``fallbacks`` counts
-    them by task; with the rules configured there is nothing to fall back from and the
+    them by task, and so does the primary's usage (``LLMUsage.record_fallback``, under the
+    model that failed); with the rules configured there is nothing to fall back from and the
     rules' own errors propagate."""
 
     def __init__(self, primary: LLMProvider, rules: LLMProvider | None = None) -> None:
@@ -66,9 +67,16 @@ class FallbackProvider:
         except LLMError as exc:
             if self.rules is self.primary:
                 raise
-            self.fallbacks[task] += 1
+            self.count_fallback(task)
             log.warning("%s by rules (LLM unavailable or invalid: %s)", _TASK_NAMES.get(task, task), exc)
             return Answer(getattr(self.rules, task)(*args), self.rules.name, True)
+
+    def count_fallback(self, task: str) -> None:
+        """Count one ``task`` done by the rules because the primary failed: here, by task, and
+        in the primary's usage under the model that failed (what ``ultron.db.llm_usage`` keeps).
+        For callers that fall back on their own terms (cluster topics stop asking after an outage)."""
+        self.fallbacks[task] += 1
+        self.usage.record_fallback(model=_model_for(self.primary, task), task=task)
 
     # -- the provider interface, each task through run() ---------------------------------------
 
@@ -101,3 +109,10 @@ class FallbackProvider:
 
     def synthesize_skill(self, topic: str, memories: list[dict[str, Any]]) -> dict[str, Any]:
         return self.run("synthesize_skill", topic, memories).value
+
+
+def _model_for(provider: LLMProvider, task: str) -> str:
+    """The model ``provider`` asks for ``task`` (``OpenAIProvider.model_for``); "" for a
+    provider that names none."""
+    model_for = getattr(provider, "model_for", None)
+    return model_for(task) if callable(model_for) else ""

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 from ultron.claims import lease, renew
 from ultron.clusters.service import LEASE as CLUSTERING_LEASE
 from ultron.embeddings.query_cache import QUERIES
-from ultron.context import ServiceContext
+from ultron.context import ServiceContext, records_llm_usage
 from ultron.db import feedback as feedback_store
 from ultron.db import outcomes as outcome_store
 from ultron.db import skills as store
@@ -83,6 +83,7 @@ class SkillService:
 
     # -- evolution ---------------------------------------------------------------------------
 
+    @records_llm_usage
     def run_skill_evolution(self) -> EvolutionReport:
         """Crystallise ready clusters, re-crystallise grown ones; see the module docstring."""
         report = EvolutionReport()

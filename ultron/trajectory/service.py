@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ultron.claims import work_claimed, worker_id
-from ultron.context import ServiceContext
+from ultron.context import ServiceContext, records_llm_usage
 from ultron.db import claims as claim_store
 from ultron.db import segments as store
 from ultron.db import sessions as session_store
@@ -91,6 +91,7 @@ class TrajectoryService:
 
     # -- segmentation -------------------------------------------------------------------
 
+    @records_llm_usage
     def segment_pending_sessions(self, batch_size: int = 50, *, partition_key: str | None = None
                                  ) -> list[SessionSegmentation]:
         """Segment up to ``batch_size`` pending sessions this worker claims; sessions other
@@ -148,6 +149,7 @@ class TrajectoryService:
 
     # -- labelling ----------------------------------------------------------------------
 
+    @records_llm_usage
     def label_pending_segments(self, batch_size: int = 50, *, partition_key: str | None = None) -> list[SegmentLabel]:
         """Label up to ``batch_size`` unlabeled segments this worker claims (see segment_pending_sessions)."""
         agent_id = session_file = None
