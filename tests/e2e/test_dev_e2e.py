@@ -8,6 +8,7 @@ authenticated HTTP API beside the UI. Ctrl-C stops all of it, the database inclu
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -160,10 +161,15 @@ def test_ultron_dev_runs_the_whole_graph_on_the_examples(tmp_path, fresh_store_e
         tables = json.loads(status.stdout)["tables"]
         assert tables["trajectory_records"] == len(examples), status.stderr
         # A console a person can read: no Dagster beta or supersession warnings, no warning
-        # about the dagster.yaml it copied into DAGSTER_HOME.
+        # about the dagster.yaml it copied into DAGSTER_HOME, and logs at INFO: none of the
+        # DEBUG lines, one per run event (STEP_START, HANDLED_OUTPUT, RUN_SUCCESS...), that
+        # Dagster's console logger prints by default in the sensor's, automation's and backfill's runs.
         console = (tmp_path / "dev.log").read_text()
         assert "BetaWarning" not in console and "SupersessionWarning" not in console, console[-3000:]
         assert "will not be used to configure Dagster" not in console
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", console)  # the daemon's lines are colored
+        debug = [line for line in plain.splitlines() if " - DEBUG - " in line]
+        assert not debug, f"{len(debug)} DEBUG lines in the console, e.g.\n" + "\n".join(debug[:10])
     finally:
         proc.send_signal(signal.SIGINT)
         try:
