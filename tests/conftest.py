@@ -28,8 +28,10 @@ if EXTERNAL_DAGSTER_URL and not EXTERNAL_URL:
 #: True when the suite runs against the external server given by ULTRON_TEST_DATABASE_URL.
 EXTERNAL = EXTERNAL_URL is not None
 # The tests own their environment: no developer's ULTRON_* settings leak in.
+#: Not settings, but where a test run writes things for people (the browser test's screenshots).
+KEEP_ENV = ("ULTRON_SCREENSHOTS",)
 for _key in list(os.environ):
-    if _key.startswith("ULTRON_") or _key in ("DAGSTER_HOME", "DASHSCOPE_API_KEY"):
+    if (_key.startswith("ULTRON_") and _key not in KEEP_ENV) or _key in ("DAGSTER_HOME", "DASHSCOPE_API_KEY"):
         del os.environ[_key]
 TEST_HOME = Path(tempfile.mkdtemp(prefix="ultron-test-"))
 os.environ["ULTRON_HOME"] = str(TEST_HOME)

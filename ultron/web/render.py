@@ -24,7 +24,11 @@ def skill_html(skill_md: str, memory_ids: Iterable[str]) -> Markup:
         end = text.find("\n---", 4)
         if end != -1:
             text = "```yaml\n" + text[4:end] + "\n```\n" + text[end + 4:]
-    html = _MARKDOWN.render(text)
+    tokens = _MARKDOWN.parse(text)
+    for token in tokens:  # the page has its own h1 and a "SKILL.md" h2: the skill's headings sit below
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(6, int(token.tag[1]) + 2)}"
+    html = _MARKDOWN.renderer.render(tokens, _MARKDOWN.options, {})
     known = set(memory_ids)
 
     def link(m: re.Match[str]) -> str:
