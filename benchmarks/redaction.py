@@ -17,11 +17,15 @@ with misses, non-secrets altered, UUIDs (replaced by policy, reported apart), an
 throughput over the corpus and over real session text
 (/work/shared/data/claude-code/*.jsonl, when present). Targets: recall >= 0.99
 overall and >= 0.95 in every family, <= 2% non-secrets altered, throughput no worse
-than the baseline.
+than the baseline. With ``--against REV`` the ``ultron/redaction`` package of that git
+revision (e.g. HEAD, before a working-tree change) is scored too, in the same run, and
+the cases it and the current redactor disagree on are listed.
 
     python benchmarks/redaction.py                  # both parts
     python benchmarks/redaction.py --corpus-only    # part 2 only (no database)
     python benchmarks/redaction.py --corpus-only --seed 7 --samples 5
+    python benchmarks/redaction.py --corpus-only --against HEAD   # + the committed redactor, and
+                                                                  # what the working tree changes
 
 Exit status: 1 when the pipeline leaks or the current redactor misses a corpus target.
 """
@@ -51,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the pipeline part (embedded PostgreSQL, slow); score the corpus only")
     parser.add_argument("--seed", type=int, default=0, help="corpus seed (default 0)")
     parser.add_argument("--samples", type=int, default=3, help="samples per format (default 3)")
+    parser.add_argument("--against", metavar="REV", default=None,
+                        help="also score ultron/redaction/ as of git revision REV (e.g. HEAD, today's main) "
+                             "beside the working tree's, in the same run")
     args = parser.parse_args(argv)
     status = 0
     if not args.corpus_only:
@@ -59,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
     else:
         print(machine_line())
-    return corpus_benchmark(args.seed, args.samples) or status
+    return corpus_benchmark(args.seed, args.samples, args.against) or status
 
 
 def run(home: Path) -> int:
@@ -163,6 +170,28 @@ def load_baseline() -> Any:
         sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
         spec.loader.exec_module(module)
     return module
+
+
+def load_revision(rev: str) -> Any:
+    """The ``ultron.redaction`` package of git revision ``rev`` (e.g. ``HEAD``: today's main,
+    to compare a working-tree change with in the same run), imported from a temporary copy
+    under its own name so that it lives beside the current one."""
+    listing = subprocess.run(["git", "-C", str(REPO), "ls-tree", "--name-only", f"{rev}:ultron/redaction"],
+                             check=True, capture_output=True, text=True).stdout.split()
+    name = "ultron_redaction_" + "".join(c if c.isalnum() else "_" for c in rev).lower()
+    tmp = Path(tempfile.mkdtemp(prefix="ultron-redaction-rev-"))
+    package = tmp / name
+    package.mkdir()
+    for file in listing:
+        if file.endswith(".py"):
+            src = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:ultron/redaction/{file}"],
+                                 check=True, capture_output=True, text=True).stdout
+            (package / file).write_text(src.replace("ultron.redaction", name))
+    sys.path.insert(0, str(tmp))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(tmp))
 
 
 def session_texts() -> list[str]:
@@ -281,7 +310,7 @@ def _mark(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def corpus_benchmark(seed: int, samples: int) -> int:
+def corpus_benchmark(seed: int, samples: int, against: str | None = None) -> int:
     from ultron.testing.secret_corpus import FAMILIES, FORMATS, generate
 
     corpus = generate(seed=seed, samples_per_format=samples)
@@ -299,6 +328,13 @@ def corpus_benchmark(seed: int, samples: int) -> int:
     except Exception as exc:  # noqa: BLE001 - the current redactor is still scored
         print(f"baseline {BASELINE_REV} could not be loaded: {type(exc).__name__}: {exc}")
         baseline = None
+    other = None
+    if against:
+        try:
+            rev_mod = load_revision(against)
+            other = score(against, rev_mod.get_redactor().redact, corpus, session)
+        except Exception as exc:  # noqa: BLE001 - the others are still scored
+            print(f"ultron/redaction at {against} could not be loaded: {type(exc).__name__}: {exc}")
     try:
         from ultron.redaction import get_redactor
 
@@ -306,7 +342,7 @@ def corpus_benchmark(seed: int, samples: int) -> int:
     except Exception as exc:  # noqa: BLE001 - e.g. the package is being edited; the baseline is still shown
         print(f"current redactor could not be loaded or run: {type(exc).__name__}: {exc}")
         current = None
-    runs = [r for r in (baseline, current) if r]
+    runs = [r for r in (baseline, other, current) if r]
     if not runs:
         return 1
     main_run = current or baseline  # the run the detail tables describe
@@ -365,6 +401,24 @@ def corpus_benchmark(seed: int, samples: int) -> int:
                   f"{', '.join(sorted(set(ctxs)))}")
         if len(rows) > 40:
             print(f"... and {len(rows) - 40} more formats with misses")
+
+    if other and current:
+        # what the working tree changes against REV, case by case
+        gained = [i for i in every if other.status[i] == "missed" and current.status[i] != "missed"]
+        lost = [i for i in every if other.status[i] != "missed" and current.status[i] == "missed"]
+        print(f"\nagainst {other.label}: {len(gained)} secret cases caught now and missed there, "
+              f"{len(lost)} missed now and caught there")
+        for label, idx in (("caught now", gained), ("missed now", lost)):
+            fams = Counter(corpus.secrets[i].family for i in idx)
+            fmts = Counter(corpus.secrets[i].format for i in idx)
+            if idx:
+                print(f"  {label}: by family " + ", ".join(f"{k} {v}" for k, v in fams.most_common())
+                      + "; by format " + ", ".join(f"{k} {v}" for k, v in fmts.most_common(30)))
+        before = {case.text for case, _ in other.altered}
+        newly = [(case, out) for case, out in current.altered if case.text not in before]
+        print(f"  non-secrets altered now and not there: {len(newly)}")
+        for case, out in newly[:20]:
+            print(f"    [{case.category}] {_diff(case.text, out)}")
 
     partial_rows = [(corpus.secrets[i], main_run.outputs[i]) for i, s in enumerate(main_run.status) if s == "partial"]
     if partial_rows:

@@ -19,8 +19,10 @@ installed, because presidio's spaCy engine would otherwise try to download it; a
 missing model logs one warning and the redactor stays on ``no_op``.
 
 Detection works in layers, each its own module: token formats that identify
-themselves (:mod:`~ultron.redaction.formats`), values assigned to a credential
-name in any syntax (:mod:`~ultron.redaction.assignments`), bare high-entropy
+themselves, also when cut in pieces across lines or strings
+(:mod:`~ultron.redaction.formats`), values assigned to a credential
+name in any syntax (:mod:`~ultron.redaction.assignments`; the password of
+``curl -u name:password`` and kin in :mod:`~ultron.redaction.commands`), bare high-entropy
 tokens near a credential word (:mod:`~ultron.redaction.entropy`), and personal
 data (:mod:`~ultron.redaction.catalogue`). One prefilter pass per text
 (:mod:`~ultron.redaction.prefilter`) decides which rules can match at all.
@@ -81,8 +83,11 @@ Replacement tags (each detected span is replaced by its tag):
                           :mod:`~ultron.redaction.assignments`), the password of
                           ``scheme://user:password@host``, Google OAuth values
                           (``GOCSPX-``, ``ya29.``), Django ``django-insecure-``
-                          keys, and a bare high-entropy token next to a
-                          credential word; names, users and hosts stay
+                          keys, a bare high-entropy token next to a
+                          credential word, a token-shaped value that prose
+                          names as a credential ("using huggingface
+                          credential ..."), the password of ``curl -u``;
+                          names, users and hosts stay
 ``<PRIVATE_KEY>``         PEM/OpenSSH/PGP ``-----BEGIN ... PRIVATE KEY-----``
                           blocks (to the END line, or to the end of the base64
                           body when truncated), PuTTY private lines, age

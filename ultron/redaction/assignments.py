@@ -17,8 +17,8 @@ Makefile ``::=``/``?=``, PHP ``.=``, typed declarations (``var apiToken string =
 ``password: str =``), Python kwargs, call pairs ``setProperty("API_TOKEN", "...")``,
 Kubernetes/compose/ECS ``name: API_TOKEN`` + ``value: ...`` pairs,
 CLI flags (``--password x``, ``--token=x``, ``mysql -pX``, ``sshpass -p``,
-``redis-cli -a``, ``curl -u name:pass``, ``--user name:pass``, ``openssl -pass
-pass:x``), HTTP headers (``Authorization``, ``Cookie``/``Set-Cookie``, any
+``redis-cli -a``, ``curl -u name:pass``, ``--user name:pass``, httpie ``-a``/``--auth``,
+``openssl -pass pass:x``), HTTP headers (``Authorization``, ``Cookie``/``Set-Cookie``, any
 ``X-...-Key|Token|Secret|Auth...``), SQL ``IDENTIFIED BY '...'``, ``.netrc``
 ``login x password y``, Kubernetes ``kind: Secret`` data, the English "the
 password is ..." / "with password <a password-shaped value>" and the Chinese
@@ -57,6 +57,15 @@ Decisions (the tests pin each of them):
   before whitespace is sentence punctuation and stays outside the value.
 * Cookies: every ``name=value`` of a ``Cookie:``/``Set-Cookie:`` header is
   redacted but the names and the ``Path``/``Expires``/... attributes stay.
+* ``curl -u name:password``: the password of any shape (case, punctuation, a space
+  inside quotes) is redacted and the name and the quotes stay, however the shell word
+  is written (``-u 'n:p w'``, ``-u n:"p w"``, ``\"n:p\"`` in escaped JSON, ``-su``,
+  ``-un:p``, ``--user=``, ``["curl", "-u", "n:p"]``) and wherever the flag sits in the
+  command (after a quoted URL with ``&``, on a ``\``-continued line). The short flag
+  counts for curl (``-u``/``-U``) and httpie/xh (``-a``) only (``git push -u``, ``sort
+  -u`` stay); ``curl -u name`` (curl asks), ``$USER:$PASS`` and other placeholders,
+  uid:gid and ``docker run --user app:app`` stay. ``wget --ask-password URL`` is a
+  switch: the URL stays.
 """
 
 from __future__ import annotations
@@ -77,6 +86,7 @@ from ultron.redaction.checks import (
     has_digit,
     has_space,
 )
+from ultron.redaction.commands import USER_PASS, check_user_pass
 from ultron.redaction.entropy import basic_credentials, looks_random, password_like
 from ultron.redaction.rules import Span, _rule
 
@@ -294,6 +304,9 @@ def _check_unquoted(match: "regex.Match[str]", span: Span, key: str, key_start: 
     return start, end
 
 
+_DIGEST_WORD = regex.compile(r"(?i)(?<![a-z])(?:md5|sha\d*|b2|blake\d*|crc\d*)(?:sum)?(?![a-z])|checksum|digest")
+
+
 def _check_provider_key(match: "regex.Match[str]", span: Span) -> Span | None:
     """``ALGOLIA_APP_ID=...``: any name with a provider in it, a generated value."""
     text = match.string
@@ -307,6 +320,9 @@ def _check_provider_key(match: "regex.Match[str]", span: Span) -> Span | None:
     if key.endswith(("sha", "commit", "rev", "revision", "hash", "digest", "ref", "url", "uri", "host",
                      "endpoint", "region", "version", "path", "file", "dir", "name", "model")):
         return None  # GITHUB_SHA, SENTRY_DSN_URL, OPENAI_MODEL
+    line_start, _ = _line_of(text, at)
+    if _DIGEST_WORD.search(text, line_start, at):
+        return None  # md5sum anthropic-4.3.9.tar.gz: <md5>: a file's digest
     if value.isdigit():
         return span if len(value) >= 14 else None  # client ids are long numbers
     if not looks_random(value, min_len=10):
@@ -315,6 +331,8 @@ def _check_provider_key(match: "regex.Match[str]", span: Span) -> Span | None:
 
 
 def _check_cli_credential(match: "regex.Match[str]", span: Span) -> Span | None:
+    if match.group("key").lower().startswith(("ask-", "no-", "prompt-")):
+        return None  # wget --ask-password URL: a switch, the next word is not its value
     span = _check_credential(match, span)
     if span is None or match.start("v_raw") < 0:
         return span
@@ -342,14 +360,6 @@ def _check_value(match: "regex.Match[str]", span: Span) -> Span | None:
     if not has_alnum(value) or _is_placeholder(value) or _small_number(value):
         return None
     return start, end
-
-
-def _check_user_pass(match: "regex.Match[str]", span: Span) -> Span | None:
-    """``curl -u name:pass`` yes; ``docker run --user 1000:1000`` (uid:gid) no."""
-    value = match.string[span[0] : span[1]]
-    if value.isdigit() and (match.group("user") or "").isdigit():
-        return None
-    return _check_value(match, span)
 
 
 def _check_prose(match: "regex.Match[str]", span: Span) -> Span | None:
@@ -495,13 +505,6 @@ _SHORT_FLAGS = {
     "redis-cli": r"(?<![\w-])redis-cli" + _ARGS + r"-a[ \t]+" + _Q_VALUE,
     "login": r"(?<![\w-])login" + _ARGS + r"-p[ \t]+" + _Q_VALUE,  # docker/podman/helm/oras login
 }
-# curl -u name:pass, --user name:pass, --proxy-user name:pass (the name stays).
-_USER_PASS_VALUE = r"(?:[ \t]+|=)(?P<q>[\"']?)(?P<user>[^\s:\"'@]*):(?P<value>[^\s\"']+)(?P=q)"
-_USER_PASS = {
-    **{tool: r"(?<![\w-])" + tool + _ARGS + r"-[uU]" + _USER_PASS_VALUE for tool in ("curl", "wget", "httpie", "xh")},
-    "--user": r"(?<![\w-])--user" + _USER_PASS_VALUE,
-    "--proxy-user": r"(?<![\w-])--proxy-user" + _USER_PASS_VALUE,
-}
 _OPENSSL_PASS = r"(?<![\w-])-pass(?:in|out|word)?[ \t]+[\"']?pass:(?P<value>[^\s\"']+)"
 _SQL_PASSWORD = (
     r"(?i)\b(?:identified[ \t]+by|with[ \t]+(?:encrypted[ \t]+)?password|password)[ \t]+"
@@ -581,8 +584,8 @@ ASSIGNMENT_RULES = (
                          check=_check_cli_credential, ignore_case=True, triggers="--")),
     ("CREDENTIAL", _rule("credential_short_flag", "{word}", group=("v_dq", "v_sq", "v_raw"), check=_check_value,
                          words=_SHORT_FLAGS)),
-    ("CREDENTIAL", _rule("credential_user_pass", "{word}", group="value", check=_check_user_pass,
-                         words=_USER_PASS)),
+    ("CREDENTIAL", _rule("credential_user_pass", USER_PASS, check=check_user_pass,
+                         triggers=("curl", "http", "xh", "--user", "--proxy-user", "--auth"))),
     ("CREDENTIAL", _rule("credential_openssl_pass", _OPENSSL_PASS, group="value", check=_check_value,
                          triggers="pass:")),
     ("CREDENTIAL", _rule("credential_sql_password", _SQL_PASSWORD, group="value", check=_check_value,

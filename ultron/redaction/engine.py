@@ -30,6 +30,9 @@ Decisions (the tests pin each of them):
   candidate that only partly overlaps a winner keeps the part that sticks out
   (under its own tag) rather than leaking it. Spans are replaced right to left.
 * ``<TAG>`` strings are never re-redacted, so ``redact(redact(x)) == redact(x)``.
+* A late (fallback) rule whose check moves its span (from a credential word to the
+  value after it) does not re-find a value another rule found: the moved span is
+  skipped when it lies inside a found one, so the value keeps its specific tag.
 """
 
 from __future__ import annotations
@@ -107,8 +110,15 @@ def _find(
             for span in spans:
                 if rule.escapes:
                     span = _respect_escapes(text, *span)
-                if span[0] < span[1]:
-                    yield span
+                if span[0] >= span[1]:
+                    continue
+                if ends and rule.check is not None:
+                    i = bisect.bisect_left(ends, span[1])
+                    if i < len(covered) and covered[i][0] <= span[0]:
+                        continue  # a check moved the span (from a name to its value) into a found one
+                if rule.confirm is not None and rule.confirm(match, span) is None:
+                    continue
+                yield span
 
 
 # ------------------------------------------------------------- the recognizer

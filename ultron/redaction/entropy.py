@@ -24,7 +24,23 @@ characters on. The bare-token rule then asks for a credential word (key, token, 
 password, credential, auth, bearer, api...) shortly before the token on the same
 line, or just after it. Pure hex is only taken right after such a word and never
 next to a digest label (``sha256``, ``commit``, ``checksum``, ``etag``...): git
-SHAs, docker digests and file hashes are hex too. UUIDs keep their own tag.
+SHAs, docker digests and file hashes are hex too. UUIDs keep their own tag. The
+base64 body of a ``data:...;base64,`` URI is an inline file, not a token.
+
+A credential named in prose (:func:`prose_token`, rule ``credential_named_in_prose``):
+"using huggingface credential hf_...", "openai api key is 9fK2...", "Your token (...)
+has been saved", "auth token for stripe: ...". A credential noun (credential, token,
+secret, password, passphrase, bearer, api key; a bare "key" or "auth" only after a
+qualifier or a provider: "access key", "openai key") is followed, within four words on
+the same line (two after a qualified "key"), by the first long word; that word is
+redacted when it is shaped like a generated token: 16+ characters of
+``[A-Za-z0-9_./+~=-]``, mixed character classes, 3 bits of entropy per character, a
+random chunk of 8+ characters between ``-_.~`` (random chunks making half of it), not
+made of words, not a version, an object id (``msg_01...``), a UUID or a path. Pure hex
+only right after the noun and from 20 characters on; a digest label among the words
+(``commit``, ``sha256``, ``id``, ``version``...) or a sentence end stops the search. It
+runs after the other rules and never inside what they found, so a known token keeps its
+tag; it reaches the values the bare-token rule leaves (16-19 characters, short chunks).
 """
 
 from __future__ import annotations
@@ -199,6 +215,8 @@ def _check_bare_token(match: "regex.Match[str]", span: Span) -> Span | None:
     if start > 0 and text[start - 1] in _RUN_CHARS:
         if start > 1 and (text[start - 2].isalnum() or text[start - 2] in _RUN_CHARS or text[start - 2] == ":"):
             return None  # the tail of a path, a URL, a flag: not a token of its own
+    if text.endswith(";base64,", max(0, start - 8), start):
+        return None  # data:image/png;base64,...: an inline file, not a token
     if start > 0 and text[start - 1] == "\\" and text[start] in "nrtu":
         start += 5 if text[start] == "u" else 1  # the letter of a JSON escape is not the token's
     while end > start and text[end - 1] in ".-~_":
@@ -237,6 +255,139 @@ def _check_bare_token(match: "regex.Match[str]", span: Span) -> Span | None:
     return (start, end) if looks_random(token, min_len=20) else None
 
 
+# ------------------------------------------------------ a credential named in prose
+
+# "using huggingface credential hf_...", "loaded openai api key 9fK2...", "token for
+# stripe: rK8m...", "Your token (hf_...) has been saved": a credential noun, a few words,
+# then a value shaped like a generated token. The noun anchors the pattern (one literal
+# per trigger); :func:`_check_prose_token` reads the words after it.
+_PROSE_NOUNS = {
+    "credential": r"credentials?", "creds": "creds", "token": "tokens?", "secret": "secrets?",
+    "passw": r"passw(?:or)?ds?", "passphrase": "passphrases?", "passcode": "passcodes?", "bearer": "bearer",
+    "auth": r"auth(?:entication|orization)?", "key": r"(?:api)?keys?",
+}
+_PROSE_NOUN = r"(?i)(?<![A-Za-z0-9])(?:{word})(?![A-Za-z0-9_])"
+# Nouns that name a credential on their own; the others need a word just before them
+# ("api key", "openai key", "HF auth") and allow fewer words before the value.
+_STRONG_NOUNS = ("credential", "cred", "token", "secret", "passw", "passphrase", "passcode", "bearer", "apikey")
+# What may stand before a bare "key"/"auth" to make it a credential's name.
+_KEY_QUALIFIERS = frozenset(
+    "api access secret private signing client service deploy license licence master encryption app account admin "
+    "root auth session personal hmac webhook bot user cloud "
+    "huggingface hf openai anthropic claude gemini google gcp aws azure github gh gitlab bitbucket slack stripe "
+    "twilio sendgrid mailgun datadog sentry npm pypi docker heroku vercel netlify cloudflare supabase firebase "
+    "mistral cohere groq replicate pinecone linear notion jira atlassian shopify paypal square algolia".split()
+)
+_PROSE_WORDS_AFTER = 120  # characters read after the noun, on its line
+_VALUE_CHARS = regex.compile(r"[A-Za-z0-9_-][A-Za-z0-9_./+~-]*={0,2}")
+_EDGE_OPEN = "\"'`([{<“‘:="
+_EDGE_CLOSE = "\"'`)]}>”’,;:!?"
+_VERSION = regex.compile(r"(?i)^v?\d+(?:[._-]\d+)+(?:[.+_-][a-z0-9.]+)?$")
+# API object ids that sit next to the word "token" in usage logs (msg_01..., req_...).
+_OBJECT_ID_PREFIX = regex.compile(
+    r"^(?:msg|req|toolu|call|chatcmpl|resp|run|thread|asst|file|batch|ftjob|ft|evt|cus|pi|ch|sub|in|price|prod|seti"
+    r"|src|acct|txn|step|span|trace|org|proj)[_-][A-Za-z0-9]"
+)
+_SPLIT_CHUNKS = regex.compile(r"[-_.~]+")
+
+
+def _mixed(value: str) -> bool:
+    upper, lower = has_upper(value), has_lower(value)
+    return bool((has_digit(value) and (upper or lower)) or (upper and lower))
+
+
+def prose_token(value: str, direct: bool) -> bool:
+    """Shaped like a generated credential rather than a name, path, version, hash or id:
+    16+ characters of ``[A-Za-z0-9_./+~=-]``, mixed character classes, 3 bits of entropy
+    per character, a random-looking chunk of 8+ between ``-_.~`` (and such chunks making at
+    least half of it: a name with a generated suffix is a name) and not made of words.
+    Pure hex counts only ``direct``ly after the noun and from 20 characters on (digests
+    and key ids are hex too)."""
+    body = value.rstrip("=")
+    if not 16 <= len(body) <= 512 or _UUID_SHAPE.match(body) or not _mixed(body):
+        return False
+    if _VERSION.match(body) or body.lower().startswith(("sha", "md5")):
+        return False
+    if _OBJECT_ID_PREFIX.match(body) and "secret" not in body:
+        return False  # msg_01..., req_...; not pi_..._secret_... (a client secret)
+    if _HEX_ONLY.match(body):
+        return direct and len(body) >= 20 and shannon_entropy(body) >= 2.7  # a 16-hex gpg key id is public
+    if shannon_entropy(body) < 3.0:
+        return False
+    chunks = _SPLIT_CHUNKS.split(body)
+    if not any(len(c) >= 8 and _mixed(c) for c in chunks):
+        return False  # gpt-4o-mini-2024-07-18, claude-3-5-sonnet-20241022, 1.2.3-rc.4+build.5
+    if 2 * sum(len(c) for c in chunks if len(c) >= 4 and _mixed(c)) < sum(map(len, chunks)):
+        return False  # app-prod-db-credentials-7f8d9c6b: mostly words, a generated suffix
+    return not made_of_words(body) and not base64_text(body)
+
+
+_NON_SPACE = regex.compile(r"\S+")
+_LONG_RUN = regex.compile(r"[A-Za-z0-9_./+~=-]{16}")
+_NOT_ALNUM = regex.compile(r"[^a-z0-9]")
+
+
+def _check_prose_token(match: "regex.Match[str]", span: Span) -> Span | None:
+    """From a credential noun to the first long word after it on its line (within four
+    words, two after a qualified "key"/"auth"), unless the noun is a name being assigned,
+    is not a credential's ("primary key", "public token"), or a digest label or a sentence
+    end comes first. The word's shape is judged by :func:`_confirm_prose_token`."""
+    text = match.string
+    start, end = span
+    after = text[end : end + 1]
+    if after == "=" or (start and text[start - 1] in "_.$\"'" and after in ("\"", "'", ":")):
+        return None  # API_KEY=..., "token": ..., $token: a name being assigned (the assignment layer's)
+    line = _window_after(text, end, _PROSE_WORDS_AFTER)
+    if _LONG_RUN.search(line) is None:
+        return None  # no word long enough to be a value on the rest of the line
+    noun = text[start:end].lower()
+    strong = noun.startswith(_STRONG_NOUNS)
+    if strong:
+        if "pub" in text[max(0, start - 14) : start].lower():
+            return None  # a public key, a publishable key: published on purpose
+    else:
+        before = _window_before(text, start, _BEFORE).rstrip(" \t\"'`(_-")
+        previous = before.rsplit(None, 1)[-1] if before.strip() else ""
+        prev_word = _NOT_ALNUM.sub("", previous.lower().replace("-", "_").split("_")[-1])
+        if prev_word not in _KEY_QUALIFIERS:
+            return None  # "primary key", "the key point", "auth middleware", "public key"
+    for i, found in enumerate(_NON_SPACE.finditer(line)):
+        if i == (5 if strong else 3):
+            break
+        w_start = end + found.start()
+        word = found.group()
+        if i == 0 and w_start == end and word[:1] not in ":=":
+            return None  # glued to the noun: an identifier (token-based, token/refresh)
+        lead = 0
+        while lead < len(word) and (word[lead] in _EDGE_OPEN or word[lead] == "\\"):
+            lead += 1
+        trail = len(word)
+        while trail > lead and (word[trail - 1] in _EDGE_CLOSE or word[trail - 1] == "\\"):
+            trail -= 1
+        if trail > lead + 1 and word[trail - 1] == "." and word[trail - 2] != ".":
+            trail -= 1  # sentence end
+        value = word[lead:trail]
+        if len(value) < 16 or _VALUE_CHARS.fullmatch(value) is None or (value[0] == "-" and not lead):
+            if _DIGEST_LABEL.fullmatch(value.lower().strip(":=")) or value.lower() in _PUBLIC:
+                return None  # "token commit 3f5a...", "secret sha256 ...": a digest follows
+            if word.endswith((".", ";", "!", "?")):
+                return None  # the sentence ended before any value
+            continue
+        if _LABEL_JUST_BEFORE.search(text[max(0, w_start - 16) : w_start + lead]):
+            return None
+        return w_start + lead, w_start + trail  # the first long word decides (_confirm_prose_token)
+    return None
+
+
+def _confirm_prose_token(match: "regex.Match[str]", span: Span) -> Span | None:
+    """Is the value :func:`_check_prose_token` found shaped like a token? (Run only when no
+    other rule found it: most are known tokens already.)"""
+    text = match.string
+    between = [w for w in (w.strip(_EDGE_OPEN + "\\") for w in text[match.end() : span[0]].split()) if w]
+    direct = not between or (len(between) == 1 and between[0].lower() in ("is", "was"))
+    return span if prose_token(text[span[0] : span[1]], direct) else None
+
+
 #: (entity, rule) of the bare-token layer.
 ENTROPY_RULES = (
     (
@@ -251,5 +402,10 @@ ENTROPY_RULES = (
                 "key", "token", "secret", "passw", "pwd", "credential", "creds", "auth", "bearer", "api",
             ),
         ),
+    ),
+    (
+        "ENTROPY_SECRET",
+        _rule("credential_named_in_prose", _PROSE_NOUN, check=_check_prose_token, confirm=_confirm_prose_token,
+              fallback=True, words=_PROSE_NOUNS),
     ),
 )

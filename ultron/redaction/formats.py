@@ -26,6 +26,13 @@ Decisions (the tests pin each of them):
   ``<LLM_API_KEY>`` (Gemini).
 * JSON Web Tokens are ``<JWT>`` anywhere, but the ``Authorization`` header's
   ``<REDACTED_TOKEN>`` wins on the same span (see the catalogue's priorities).
+* A token of a fixed published shape (Hugging Face, GitHub, GitLab, npm, Google,
+  OpenAI, Anthropic, Slack bot/user) cut in 2-4 pieces, at a line end (a wrap, a ``\``
+  continuation, JSON-escaped ``\n``) or between string literals (``"a" "b"``,
+  ``'a' + 'b'``, ``.``, ``||``, a JSON array of chunks), has every piece redacted under
+  its provider's tag, the layout kept. Only when the first piece is short of the full
+  shape and the pieces joined have it exactly: a line after a whole token, a join that
+  overshoots, or a next line that starts ``NAME=`` stays (:data:`_SPLIT_TOKENS`).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+from typing import Callable
 
 import regex
 
@@ -192,6 +200,87 @@ _NL = r"(?:\r?\n|\\+(?:r\\+)?n)"  # a newline, also JSON-escaped (at any depth)
 _PUTTY = (
     r"Private-Lines:[ \t]*\d+[ \t]*" + _NL
     + r"(?:[ \t]*[A-Za-z0-9+/=]+[ \t]*(?:" + _NL + r"|$))+(?:[ \t]*Private-(?:MAC|Hash):[ \t]*[0-9a-fA-F]+)?"
+)
+
+
+# ------------------------------------------------------------ split tokens
+
+# A provider token cut in pieces: wrapped at a line end (a log viewer, a terminal, a
+# 76-column fold), or written as string pieces ("hf_AbCd" + "EfGh", implicit Python
+# concatenation across lines, a JSON array of chunks). The pieces after the first carry
+# no prefix, so no format rule sees them. The engine knows a piece continues a token
+# when the first one ends at a line end or a closing quote WITHOUT the provider's full
+# length, the next one starts the next line or string with the same alphabet, and the
+# pieces joined have exactly the provider's shape (:data:`_SPLIT_TOKENS`): a line that
+# merely follows a complete token, or one that would overshoot the length, is left.
+_WRAP = r"(?:\\?\r?\n|\\+(?:r\\+)?n)[ \t]*"  # a line end (a continuation, JSON-escaped), indentation
+_GAP = r"(?:[ \t]|" + _NL + r")*"
+_CONCAT = r"(?P<q>\\*[\"'`])" + _GAP + r"(?:(?:\+|\.{1,2}|\|\||&|,)" + _GAP + r")?(?P=q)"
+
+
+def _openai_whole(body: str) -> bool:
+    """An OpenAI key body: ``T3BlbkFJ`` (base64 of "OpenAI") in its exact middle, 20+
+    characters on each side (20+8+20 for user keys, 58 or 74 each side for project,
+    service-account and admin keys)."""
+    at = body.find("T3BlbkFJ")
+    return at >= 20 and len(body) == 2 * at + 8 and regex.fullmatch(r"[\w-]+", body) is not None
+
+
+def _split_rule(
+    entity: str, name: str, triggers: str, prefix: str, body: str, whole: "str | Callable[[str], bool]"
+) -> tuple[str, _Rule]:
+    """``prefix`` + ``body`` characters, then 1-3 more runs of ``body`` characters, each
+    after a line end or a string concatenation; the check wants the runs joined to be
+    ``whole`` (a regex for the full body, or a predicate) and no shorter join of them to be."""
+    pattern = (
+        _B + r"(?P<head>" + prefix + r"(?P<hb>" + body + r"++))"
+        r"(?:(?:" + _WRAP + "|" + _CONCAT + r")(?P<seg>" + body + r"++)){1,3}" + _E
+    )
+    complete = regex.compile(whole).fullmatch if isinstance(whole, str) else whole
+
+    def check(match: "regex.Match[str]", span: Span) -> list[Span] | None:
+        text = match.string
+        pieces = [match.span("hb"), *match.spans("seg")]
+        joined = ""
+        for k, (start, end) in enumerate(pieces):
+            joined += text[start:end]
+            if complete(joined):
+                break
+        else:
+            return None  # the pieces never make a whole token
+        if k == 0:
+            return None  # the first piece is whole: what follows is something else
+        last_end = pieces[k][1]
+        if text[last_end : last_end + 1] in ("=", "(") or (
+            k == len(pieces) - 1 and regex.match(r"[ \t]*:[ \t]", text[last_end : last_end + 3])
+        ):
+            return None  # the next line starts with a name (KEY=, call(, key: )
+        if not _generated(joined):
+            return None
+        return [match.span("head"), *pieces[1 : k + 1]]
+
+    return entity, _rule(name, pattern, check=check, triggers=triggers.split())
+
+
+#: Providers whose tokens have a fixed, published shape, so that a cut piece is known
+#: to be incomplete and its continuation to complete it.
+_SPLIT_TOKENS: tuple[tuple[str, _Rule], ...] = (
+    _split_rule("LLM_API_KEY", "split_huggingface", "hf_ api_org_", r"(?:hf_|api_org_)", "[A-Za-z0-9]",
+                r"[A-Za-z0-9]{34}"),
+    _split_rule("GITHUB_TOKEN", "split_github_token", "ghp_ gho_ ghu_ ghs_ ghr_", r"gh[pousr]_", "[A-Za-z0-9]",
+                r"[A-Za-z0-9]{36}"),
+    _split_rule("GITHUB_TOKEN", "split_github_pat", "github_pat_", r"github_pat_", r"\w",
+                r"[A-Za-z0-9]{22}_[A-Za-z0-9]{59}"),
+    _split_rule("GITLAB_TOKEN", "split_gitlab_pat", "glpat-", r"glpat-", r"[\w-]", r"[\w-]{20}"),
+    _split_rule("PACKAGE_TOKEN", "split_npm_token", "npm_", r"npm_", "[A-Za-z0-9]", r"[A-Za-z0-9]{36}"),
+    _split_rule("LLM_API_KEY", "split_google_api_key", "aiza", r"AIza", r"[\w-]", r"[\w-]{35}"),
+    # OpenAI: the base64 of "OpenAI" sits in the middle of the body (20+8+20, 74+8+74...)
+    _split_rule("LLM_API_KEY", "split_openai_key", "sk-", r"sk-(?:(?:proj|svcacct|admin)-)?", r"[\w-]",
+                _openai_whole),
+    _split_rule("LLM_API_KEY", "split_anthropic_key", "sk-ant-", r"sk-ant-(?:api|admin|oat)\d\d-", r"[\w-]",
+                r"[\w-]{93}AA"),
+    _split_rule("SLACK_TOKEN", "split_slack_token", "xoxb- xoxp-", r"xox[bp]-", r"[A-Za-z0-9-]",
+                r"\d{8,14}-\d{8,14}-(?:[A-Za-z0-9]{24}|\d{8,14}-[a-f0-9]{32})"),
 )
 
 
@@ -425,5 +514,7 @@ FORMAT_RULES: tuple[tuple[str, _Rule], ...] = (
     _fmt("API_KEY", "mapbox_token", "pk. sk. tk.", r"[pst]k\.(?P<body>eyJ[\w-]{40,}\.[\w-]{20,})"),
     _fmt("API_KEY", "dropbox_token", "sl.", r"sl\.(?P<body>[\w=-]{130,})"),
     _fmt("API_KEY", "twitter_bearer", "aaaaaaaaaaaaaaaaaaaaaa", r"A{22}(?P<body>[A-Za-z0-9%]{60,240})"),
+    # ------------------------------------------------------- split tokens
+    *_SPLIT_TOKENS,
 )
 

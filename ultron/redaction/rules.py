@@ -18,6 +18,9 @@ that confirms or narrows the match, and what lets the engine skip it cheaply:
   the engine evaluates each distinct gate once per text.
 * ``fallback``: the rule runs after the others and never inside a span they
   found (the bare high-entropy tokens: most candidates are already known tokens).
+* ``confirm``: for a rule whose ``check`` moves the span (from a credential word to
+  the value after it), the costly judgement of the value, run only when the moved span
+  is not inside a span found already.
 
 The tables themselves live in :mod:`~ultron.redaction.formats` (provider token
 formats), :mod:`~ultron.redaction.assignments` (keyword-anchored values),
@@ -53,6 +56,7 @@ class _Rule:
     gate: "tuple[re.Pattern[str], ...]" = ()
     fallback: bool = False
     by_word: Mapping[str, Any] = field(default_factory=dict)
+    confirm: Check | None = None
 
     def patterns_for(self, found: Iterable[str]) -> Sequence[Any]:
         """The patterns to run on a text in which the trigger words ``found``
@@ -76,6 +80,7 @@ def _rule(
     gate: str | tuple[str, ...] = (),
     stdlib: bool = False,
     fallback: bool = False,
+    confirm: Check | None = None,
 ) -> _Rule:
     if isinstance(triggers, str):
         triggers = (triggers,)
@@ -90,7 +95,8 @@ def _rule(
         # Python's own engine scans plain character-class runs several times
         # faster; such a pattern has no variable lookbehind and its check sees escapes.
         std = re.ASCII | (re.IGNORECASE if ignore_case else 0) | (re.DOTALL if dotall else 0)
-        return _Rule(name, re.compile(pattern, std), group, check, escapes, triggers, compiled_gate, fallback)
+        return _Rule(name, re.compile(pattern, std), group, check, escapes, triggers, compiled_gate, fallback,
+                     confirm=confirm)
     flags = regex.V0 | regex.ASCII  # CJK text glued to a token is still a boundary
     if ignore_case:
         flags |= regex.IGNORECASE
@@ -107,7 +113,7 @@ def _rule(
         pattern = pattern.replace("{word}", "|".join(f"(?:{piece})" for piece in words.values()))
     return _Rule(
         name, regex.compile(_escape_aware(pattern), flags), group, check, escapes, triggers, compiled_gate,
-        fallback, by_word,
+        fallback, by_word, confirm,
     )
 
 

@@ -12,7 +12,9 @@ Three parts, all deterministic from a seed (stdlib only):
 * ``secrets``: :class:`SecretCase` -- a sample of a :class:`TokenFormat` embedded in
   one syntactic context (``.env`` line, ``export``, JSON, YAML, CLI flag, HTTP header,
   a bare log line, Python kwarg, TOML, XML, PHP, Go, or for key blocks a PEM file,
-  an escaped JSON string, a YAML block ...). ``secrets`` are the exact substrings
+  an escaped JSON string, a YAML block ...; and three shapes shown only for the formats
+  of ``formats_shapes``: a credential named in prose, ``curl -u name:password`` in its
+  quotings, a token split in pieces whose later pieces have no prefix). ``secrets`` are the exact substrings
   that must disappear; ``public`` are the fixed parts of the format (``sk_live_``,
   a DER header) that may stay without being a leak.
 * ``non_secrets``: :class:`NonSecretCase` -- lines agents' logs are full of (git
@@ -31,7 +33,7 @@ never bare in a log line: no redactor can tell them from a digest there.
 The package is split so that no module outgrows a readable size: ``model`` (alphabets,
 :class:`Sample`, :class:`TokenFormat`, the case types), ``generators`` and ``material``
 (sample functions for structured tokens; URLs, key blocks, PII), the format tables
-``formats_infra``, ``formats_services`` and ``formats_data``, ``contexts`` (one
+``formats_infra``, ``formats_services``, ``formats_data`` and ``formats_shapes``, ``contexts`` (one
 renderer per context) and ``non_secrets``.
 """
 
@@ -45,6 +47,7 @@ from ultron.testing.secret_corpus.contexts import RENDER
 from ultron.testing.secret_corpus.formats_data import DATA_FORMATS
 from ultron.testing.secret_corpus.formats_infra import INFRA_FORMATS
 from ultron.testing.secret_corpus.formats_services import SERVICE_FORMATS
+from ultron.testing.secret_corpus.formats_shapes import SHAPE_FORMATS
 from ultron.testing.secret_corpus.model import (
     CONTEXTS, FAMILIES, NonSecretCase, Sample, SecretCase, TokenFormat, UuidCase,
 )
@@ -63,7 +66,7 @@ __all__ = [
     "generate",
 ]
 
-FORMATS: tuple[TokenFormat, ...] = INFRA_FORMATS + SERVICE_FORMATS + DATA_FORMATS
+FORMATS: tuple[TokenFormat, ...] = INFRA_FORMATS + SERVICE_FORMATS + DATA_FORMATS + SHAPE_FORMATS
 
 
 @dataclass
@@ -98,10 +101,12 @@ def _secret_cases(fmt: TokenFormat, seed: int, n: int) -> list[SecretCase]:
         ctx = order[i % len(order)]
         i += 1
         sample = fmt.sample(rng)
-        text = RENDER[ctx](fmt, sample, rng)
-        if not all(sec and sec in text for sec in sample.secrets):
+        rendered = RENDER[ctx](fmt, sample, rng)
+        # a context that cuts the value in pieces (split_token) says which pieces must vanish
+        text, secrets = rendered if isinstance(rendered, tuple) else (rendered, sample.secrets)
+        if not all(sec and sec in text for sec in secrets):
             continue  # this context's escaping changes the value; take the next context
-        cases.append(SecretCase(text, sample.secrets, fmt.name, fmt.family, ctx, sample.public))
+        cases.append(SecretCase(text, secrets, fmt.name, fmt.family, ctx, sample.public))
     return cases
 
 

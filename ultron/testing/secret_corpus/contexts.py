@@ -326,11 +326,98 @@ def _ctx_log_block(fmt: TokenFormat, s: Sample, rng: random.Random) -> str:
             f"{timestamp(rng)} INFO signer ready")
 
 
-RENDER: dict[str, Callable[[TokenFormat, Sample, random.Random], str]] = {
+# ---- shapes (only for the formats that name them)
+
+_PROSE_TEMPLATES = (
+    "{ts} INFO using {service} credential {v}",
+    "[{iso}] {service}_hub: using {service} credential {v} for the download",
+    "Loaded {Service} token {v} from the local cache",
+    "{ts} DEBUG {service} api key is {v}",
+    "auth token for {service}: {v}",
+    "Your {service} token ({v}) has been saved to the credential store.",
+    "{ts} WARN rotating {service} access key {v} after the incident",
+    "{Service} secret {v} expires in 3 days; rotate it before Friday",
+    "error: {service} rejected bearer {v} (401 Unauthorized)",
+    "> logged in to {service} with token '{v}'",
+)
+
+
+def _ctx_prose(fmt: TokenFormat, s: Sample, rng: random.Random) -> str:
+    """A credential named in prose: a log line or a message says what the value is."""
+    return rng.choice(_PROSE_TEMPLATES).format(v=s.value, ts=timestamp(rng), iso=iso_timestamp(rng),
+                                               service=fmt.service, Service=_service_title(fmt))
+
+
+_CURL_USERS = ("deploy", "admin", "ci-bot", "svc", "api", "jenkins")
+
+
+def _ctx_curl_user(fmt: TokenFormat, s: Sample, rng: random.Random) -> str:
+    """``curl -u name:password`` (and wget/httpie) in the quotings a shell log shows."""
+    v, user, dom = s.value, rng.choice(_CURL_USERS), fmt.domain
+    bare = re.fullmatch(r"[A-Za-z0-9!#%&*+,.:=?@^_~-]+", v) is not None  # as typed, & and ! included
+    options = [
+        f"$ curl -sS --user '{user}:{v}' https://{dom}/api/v1/status",
+        f"$ curl -fsSL -u {user}:'{v}' https://{dom}/export.csv -o export.csv",
+        f"$ curl -X POST \\\n    -H 'Content-Type: application/json' \\\n    -u '{user}:{v}' \\\n"
+        f"    https://{dom}/v1/deploy",
+        f"$ wget --user={user} --password='{v}' https://{dom}/backup.tar.gz",
+        f"$ http -a {user}:'{v}' https://{dom}/v1/me",
+        "subprocess.run([\"curl\", \"-u\", " + json.dumps(f"{user}:{v}") + f", \"https://{dom}/v1/ping\"])",
+    ]
+    if '"' not in v and "$" not in v and "`" not in v and "\\" not in v:
+        options += [
+            f'$ curl -u "{user}:{v}" -X POST https://{dom}/v1/jobs',
+            json.dumps({"type": "tool_use", "name": "Bash",
+                        "input": {"command": f'curl -s -u "{user}:{v}" https://{dom}/health'}}),
+        ]
+    if bare:
+        options += [
+            f"$ curl -u {user}:{v} https://{dom}/v1/status",
+            f"$ curl -su {user}:{v} 'https://{dom}/v1/items?page=2&per_page=50'",
+            f"$ wget --http-user={user} --http-password={v} https://{dom}/files/report.pdf",
+        ]
+    return rng.choice(options)
+
+
+def _cut(value: str, public: tuple[str, ...], rng: random.Random, pieces: int) -> list[str]:
+    """``value`` in ``pieces`` pieces of 8+ characters, the first one past the public prefix."""
+    lead = max((len(p) for p in public if value.startswith(p)), default=0)
+    for _ in range(50):
+        cuts = sorted(rng.sample(range(lead + 8, len(value) - 7), pieces - 1))
+        if all(b - a >= 8 for a, b in zip([0, *cuts], [*cuts, len(value)])):
+            return [value[a:b] for a, b in zip([0, *cuts], [*cuts, len(value)])]
+    return [value[: len(value) // 2], value[len(value) // 2 :]]
+
+
+def _ctx_split_token(fmt: TokenFormat, s: Sample, rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    """A token cut in pieces: a wrapped log line, string concatenation, a list of chunks.
+    Every piece must vanish; the later ones have no prefix."""
+    parts = _cut(s.value, s.public, rng, 3 if len(s.value) > 90 and rng.random() < 0.5 else 2)
+    var, ts = fmt.var, timestamp(rng)
+    choice = rng.randint(0, 6)
+    if choice == 0:  # a log viewer wrapping long lines
+        text = f"{ts} DEBUG loaded {var}={parts[0]}\n" + "\n".join(parts[1:]) + f"\n{timestamp(rng)} INFO ready"
+    elif choice == 1:  # Python implicit concatenation inside parentheses
+        text = f"{var} = (\n" + "".join(f'    "{p}"\n' for p in parts) + ")"
+    elif choice == 2:  # JavaScript +
+        text = f"const {_camel(var)} = " + " +\n  ".join(f"'{p}'" for p in parts) + ";"
+    elif choice == 3:  # a JSON document holding the chunks
+        text = json.dumps({"name": fmt.service, f"{_snake(var)}_parts": parts}, indent=2)
+    elif choice == 4:  # a transcript line: a tool result with the wrapped export
+        text = json.dumps({"type": "tool_result",
+                           "content": f"$ cat .env\nexport {var}=" + "\n".join(parts) + "\nLOG_LEVEL=info\n"})
+    elif choice == 5:  # a shell line continuation inside a double-quoted value
+        text = f'export {var}="' + "\\\n".join(parts) + '"'
+    else:  # adjacent literals on one line (C, Python)
+        text = f"#define {var} " + " ".join(f'"{p}"' for p in parts)
+    return text, tuple(parts)
+
+
+RENDER: dict[str, Callable[[TokenFormat, Sample, random.Random], "str | tuple[str, tuple[str, ...]]"]] = {
     "env": _ctx_env, "export": _ctx_export, "json": _ctx_json, "yaml": _ctx_yaml, "cli": _ctx_cli,
     "http_header": _ctx_http_header, "log": _ctx_log, "python": _ctx_python, "toml": _ctx_toml, "xml": _ctx_xml,
     "php": _ctx_php, "go": _ctx_go, "pem_file": _ctx_pem_file, "json_escaped": _ctx_json_escaped,
     "yaml_block": _ctx_yaml_block, "env_escaped": _ctx_env_escaped, "python_multiline": _ctx_python_multiline,
-    "log_block": _ctx_log_block,
+    "log_block": _ctx_log_block, "prose": _ctx_prose, "curl_user": _ctx_curl_user, "split_token": _ctx_split_token,
 }
 assert set(RENDER) == set(CONTEXTS)

@@ -19,7 +19,11 @@ LINE_CONTEXTS: tuple[str, ...] = ("env", "export", "json", "yaml", "cli", "http_
                                   "xml", "php", "go")
 BLOCK_CONTEXTS: tuple[str, ...] = ("pem_file", "json_escaped", "yaml_block", "env_escaped", "python_multiline",
                                    "log_block")
-CONTEXTS: tuple[str, ...] = LINE_CONTEXTS + BLOCK_CONTEXTS
+# Shapes that only the formats naming them are shown in (``TokenFormat.contexts``): a
+# credential named in prose, ``curl -u name:password`` in its quotings, and a token split in
+# pieces (a wrapped line, string concatenation) whose later pieces carry no prefix.
+SHAPE_CONTEXTS: tuple[str, ...] = ("prose", "curl_user", "split_token")
+CONTEXTS: tuple[str, ...] = LINE_CONTEXTS + BLOCK_CONTEXTS + SHAPE_CONTEXTS
 
 # ----------------------------------------------------------------------------- alphabets
 

@@ -204,7 +204,7 @@ def _ns_test_name(rng: random.Random) -> str:
         f"  \u2713 should {fn.replace('_', ' ')} ({rng.randint(1, 90)} ms)",
         f"--- FAIL: Test{''.join(w.capitalize() for w in fn.split('_'))} (0.00s)",
         f"test_{fn}_handles_expired_credentials ... ok",
-        f"=== RUN   TestPasswordValidation/empty_password",
+        "=== RUN   TestPasswordValidation/empty_password",
         f"FAILED tests/test_{f}.py::Test{f.capitalize()}::test_{fn} - AssertionError",
     ])
 
@@ -261,7 +261,7 @@ def _ns_llm_ids(rng: random.Random) -> str:
         f'"id": "toolu_01{rand(rng, A62, 22)}"', f'"id": "msg_01{rand(rng, A62, 22)}"',
         f"chatcmpl-{rand(rng, A62, 29)}",
         f"request-id: req_011C{rand(rng, A62, 20)}", f'"tool_call_id": "call_{rand(rng, A62, 24)}"',
-        f'"model": "claude-3-5-sonnet-20241022"', f'"model": "gpt-4o-2024-08-06"', f'"id": "resp_{hexstr(rng, 48)}"',
+        '"model": "claude-3-5-sonnet-20241022"', '"model": "gpt-4o-2024-08-06"', f'"id": "resp_{hexstr(rng, 48)}"',
     ])
 
 
@@ -321,6 +321,32 @@ def _ns_identifiers(rng: random.Random) -> str:
     ])
 
 
+def _ns_credential_words(rng: random.Random) -> str:
+    """Prose and commands that name a credential next to a value that is not one: the three
+    leak shapes' look-alikes (a credential word before a hash, a path, a version; ``curl -u``
+    with no password or a variable; ``git push -u``)."""
+    app, n = rng.choice(_APPS), rng.randint(3, 900)
+    dom = f"api.{rng.choice(_ORGS)}.com"
+    return rng.choice([
+        f"the token endpoint returned 200 in {n} ms", f"POST /oauth/token 200 {n}ms",
+        f"password reset link sent to the user (request {n})",
+        f"secret stored at /var/lib/{app}/secrets/{rng.choice(_FILES)}.json",
+        f"rotate the deploy token, see commit {hexstr(rng, 40)}",
+        f"$ curl -u {rng.choice(['deploy', 'admin', 'ci'])} https://{dom}/v1/status",
+        f'$ curl -u "$API_USER:$API_PASSWORD" https://{dom}/v1/status',
+        f'$ curl --user "${{REGISTRY_USER}}:${{REGISTRY_TOKEN}}" https://{dom}/v2/_catalog',
+        f"api key model gpt-4o-mini-2024-07-{rng.randint(10, 28)}",
+        f"access token expires at {iso_timestamp(rng)}",
+        f"secret name: {app}-prod-database-credentials", "the api key goes in the X-Api-Key header",
+        f"token usage: prompt_tokens={n} completion_tokens={rng.randint(1, 900)}",
+        f"$ git push -u origin feature/token-refresh-{n}",
+        f"credential helper 'store' configured for https://{dom}",
+        f"auth middleware took {n}ms for /api/{rng.choice(_DIRS)}",
+        f"secret /run/secrets/{app}_db_password mounted read-only",
+        f"docker run --user {rng.choice(['1000:1000', 'app:app', 'node:node'])} acme/{app}:{_ver(rng)}",
+    ])
+
+
 _NON_SECRET_CATEGORIES: dict[str, Callable[[random.Random], str]] = {
     "git_sha_short": _ns_git_short, "git_sha_full": _ns_git_full, "semver": _ns_semver, "file_path": _ns_path,
     "digest": _ns_digest, "docker": _ns_docker, "url": _ns_url, "timestamp": _ns_timestamp,
@@ -329,7 +355,7 @@ _NON_SECRET_CATEGORIES: dict[str, Callable[[random.Random], str]] = {
     "port": _ns_port, "hex_error_code": _ns_hex_code, "env_without_secret": _ns_env_plain,
     "cloud_resource_id": _ns_cloud_ids, "llm_api_id": _ns_llm_ids, "payment_object_id": _ns_stripe_ids,
     "code": _ns_code, "public_key_material": _ns_public_material, "metrics": _ns_metrics,
-    "identifier": _ns_identifiers,
+    "identifier": _ns_identifiers, "credential_words": _ns_credential_words,
 }
 
 
