@@ -152,10 +152,20 @@ class Browser:
 
     def edit(self, memory_id: str, *, content: str, context: str, resolution: str, tags: Sequence[str],
              edited_by: str) -> MemoryRecord | None:
+        from ultron.access import actor
+        from ultron.db import audit
         from ultron.memory.edits import edit_memory
 
-        return edit_memory(self.memory, memory_id, content=content, context=context, resolution=resolution,
-                           tags=tags, edited_by=edited_by)
+        who = actor()
+        before = self.memory.get_memory(memory_id)
+        record = edit_memory(self.memory, memory_id, content=content, context=context, resolution=resolution,
+                             tags=tags, edited_by=who if edited_by == "browser" else edited_by)
+        if record is not None and before is not None and record.updated_at != before.updated_at:
+            changed = [f for f in ("content", "context", "resolution", "tags")
+                       if getattr(before, f) != getattr(record, f)]
+            with self.db.engine.begin() as conn:  # which fields, never their text
+                audit.record(conn, actor=who, action="edit", target=memory_id, detail={"fields": changed})
+        return record
 
     def forget_preview(self, memory_ids: Sequence[str]) -> dict[str, Any]:
         """What forgetting these memories takes with it, and what becomes of each skill: its

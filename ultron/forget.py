@@ -33,7 +33,16 @@ beside the SDK (``Ultron.forget`` calls :func:`forget`). The steps, in order:
    ULTRON_HOME (API uploads, an inbox inside it) are deleted, others are listed in the
    report (an inbox refresh would ingest them again).
 5. Optionally **VACUUM** (FULL) the changed tables: until then PostgreSQL keeps the deleted
-   rows' bytes in its data files (pgdata/), unreachable but on disk.
+   rows' bytes in its data files (pgdata/), unreachable but on disk. Or **purge**
+   (``ultron.db.forget.purge``), which the CLI and the memory browser do by default: VACUUM
+   FULL and ANALYZE of the changed tables and the lexicon (heap, TOAST, indexes, planner
+   statistics), VACUUM FULL of the statistics catalog, a checkpoint, then WAL switches and
+   checkpoints until no WAL segment written before is left. On the embedded server no file
+   of pgdata/ holds the forgotten text afterwards.
+
+What forget cannot reach is listed in the report's ``not_reached``: backups, WAL archives,
+replicas, an external server's disks, Dagster's run history, freed disk blocks, the server
+log (:func:`not_reached`).
 
 Clustering and skill evolution are held off for the duration (their locks), so neither
 can write a label or a skill from a snapshot that still had the forgotten data. The
@@ -72,8 +81,8 @@ log = logging.getLogger("ultron.forget")
 
 #: The counts forget always returned, first in the report.
 LEGACY_KEYS = ("contributions", "memories_deleted", "memories_rebuilt", "segments", "sessions", "raw_uploads")
-VACUUM_NOTE = ("PostgreSQL keeps deleted rows in its data files until VACUUM rewrites them "
-               "(`ultron forget --vacuum`, or VACUUM FULL on the tables)")
+VACUUM_NOTE = ("PostgreSQL keeps deleted rows in its data files until VACUUM, and in WAL until checkpoints "
+               "recycle it (`ultron forget` purges both unless --no-purge)")
 
 
 @dataclass
@@ -97,7 +106,8 @@ class _Skills:
 
 def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment_id: str | None = None,
            session_file: str | None = None, agent_id: str | None = None, *, vacuum: bool = False,
-           memory: MemoryService | None = None, skills: SkillService | None = None) -> dict[str, Any]:
+           purge: bool = False, memory: MemoryService | None = None, skills: SkillService | None = None
+           ) -> dict[str, Any]:
     """Forget these memories / this segment / this session file / this agent everywhere
     (see the module docstring). Returns the report:
 
@@ -108,8 +118,15 @@ def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment
     "meta_json", "sft_export", "session_file"}: files deleted or rewritten), ``sft``
     ({"exports_rewritten", "exports_deleted", "examples_removed"}), ``partitions`` (the
     Dagster partition keys of the forgotten sessions), ``kept_on_disk`` (forgotten
-    session files outside ULTRON_HOME, left alone) and ``vacuumed`` (tables VACUUMed);
-    ``skills_export`` (the ULTRON_SKILLS_EXPORT_DIR sync) when that directory is set."""
+    session files outside ULTRON_HOME, left alone), ``vacuumed`` (tables VACUUMed),
+    ``purge`` (what :func:`ultron.db.forget.purge` did, None without ``purge``) and
+    ``not_reached`` (what still holds, or may hold, the forgotten data: see
+    :func:`not_reached`); ``skills_export`` (the ULTRON_SKILLS_EXPORT_DIR sync) when that
+    directory is set.
+
+    ``vacuum``: VACUUM FULL the changed tables. ``purge``: leave the forgotten data in none
+    of the database server's files (tables, indexes, TOAST, statistics, WAL); implies
+    ``vacuum``. Both lock each table in turn while it is rewritten."""
     if not any((memory_ids, segment_id, session_file, agent_id)):
         raise ValueError("say what to forget: memory_ids, segment_id, session_file or agent_id")
     memory = memory or MemoryService(ctx)
@@ -138,6 +155,7 @@ def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment
                 serves_deleted = outcome_store.forget_serves(
                     conn, memory_ids=mem.deleted_memories, agent_id=agent_id,
                     session_ids=[agent_session_id(s.get("agent_session_id"), s["session_file"]) for s in mem.sessions])
+                xid = store.transaction_id(conn) if purge else None
                 # Files last, inside the transaction: if the commit fails, forget can simply run again.
                 files = _remove_skill_dirs(settings.skills_dir, plan.dirs,
                                            set(mem.deleted_memories) | set(mem.rebuilt_memories), plan.tainted_slugs)
@@ -153,7 +171,7 @@ def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment
             holder.commit()
     retired = plan.retired + len(plan.resynthesize) - published
 
-    tables = {t: dict(mem.tables.get(t, {"deleted": 0, "updated": 0})) for t in store.TABLES}
+    tables = {t: dict(mem.tables.get(t, {"deleted": 0, "updated": 0})) for t in (*store.TABLES, *mem.tables)}
     tables["knowledge_clusters"]["updated"] = len(clusters.changed | plan.clusters_changed)
     tables["skills"] = {"deleted": plan.versions_deleted, "updated": published}
     tables["feedback_events"] = {"deleted": feedback_deleted, "updated": 0}
@@ -170,16 +188,64 @@ def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment
         "partitions": sorted({s["partition_key"] for s in mem.sessions if s["partition_key"]}),
         "kept_on_disk": kept,
         "vacuumed": [],
+        "purge": None,
     })
     exported = sync_export(ctx)  # withdrawn skills leave ULTRON_SKILLS_EXPORT_DIR too
     if exported is not None:
         report["skills_export"] = exported
-    if vacuum:
-        report["vacuumed"] = store.vacuum(engine, [t for t, n in tables.items() if n["deleted"] or n["updated"]])
+    changed = [t for t, n in tables.items() if (n["deleted"] or n["updated"]) and t in store.TABLES]
+    if purge and changed:
+        if "memory_records" in changed:  # its triggers changed the lexicon
+            changed += list(store.LEXICON_TABLES)
+        report["purge"] = store.purge(engine, changed, after_xid=xid)
+        report["vacuumed"] = report["purge"]["tables"]
+        for problem in report["purge"]["problems"]:
+            log.warning("forget --purge: %s", problem)
+    elif vacuum and changed:
+        report["vacuumed"] = store.vacuum(engine, changed)
+    report["not_reached"] = not_reached(settings, report["purge"], bool(report["vacuumed"]), bool(changed))
     log.info("forgot: %s; clusters %s; skills %s; files %s",
              {t: n for t, n in tables.items() if n["deleted"] or n["updated"]}, report["clusters"],
              report["skills"], report["files"])
     return report
+
+
+def not_reached(settings, purged: dict[str, Any] | None, vacuumed: bool, changed: bool = True) -> list[str]:
+    """What forget leaves alone that may still hold the forgotten data, in words for people:
+    copies it has no way to reach, and what a purge could not do (its ``problems``)."""
+    out = []
+    embedded = settings.uses_embedded_database
+    server = "the embedded server's data directory (pgdata/)" if embedded else "the database server's files"
+    if purged is None and vacuumed:
+        out.append(f"{server}: WAL holds the deleted rows until checkpoints recycle it, and pg_statistic the old "
+                   "planner statistics until it is vacuumed (forget with purge)")
+    elif purged is None and changed:
+        out.append(f"{server}: the deleted rows stay in table, index and TOAST files, in the planner statistics "
+                   "and in WAL until VACUUM, a checkpoint and WAL recycling (forget with purge)")
+    elif purged is not None:
+        out += purged["problems"]
+        facts = purged.get("server") or {}
+        if facts.get("archive_mode") not in (None, "off"):
+            out.append(f"WAL archives (archive_mode = {facts['archive_mode']}): segments archived before the purge "
+                       "hold the deleted rows")
+        if facts.get("replicas") or facts.get("replication_slots"):
+            out.append(f"replicas ({facts.get('replicas', 0)} streaming, {facts.get('replication_slots', 0)} "
+                       "replication slots): standbys replay the VACUUM but keep WAL and files of their own; a logical "
+                       "subscriber keeps its copy of the rows")
+    if not embedded:
+        out.append(("the external server's disks: the purge ran its SQL there, but " if purged is not None else
+                    "the external server's disks: ") + "its data directory, WAL archives and replicas (if any) are "
+                   "not on this machine, and nothing here checked them")
+    out += [
+        "backups and copies made before the forget (pg_dump files, base backups, copies of ULTRON_HOME, filesystem "
+        "or VM snapshots)",
+        "Dagster's run history (run logs and asset metadata, such as session and SKILL.md previews, in Dagster's "
+        "tables and under DAGSTER_HOME): forget removes only the forgotten sessions' partitions",
+        "the database server's log (pgdata/log on the embedded server), where an error message may quote a value",
+        "disk blocks of deleted and rewritten files: freed, not overwritten, until the filesystem reuses them "
+        "(full-disk encryption covers them)",
+    ]
+    return out
 
 
 def _resynthesize(skills: SkillService, plan: _Skills) -> int:

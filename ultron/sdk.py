@@ -20,6 +20,7 @@ from ultron.settings import Settings
 
 if TYPE_CHECKING:
     from ultron.browse import Browser
+    from ultron.tokens import Tokens
     from ultron.clusters.service import ClusterService
     from ultron.embeddings import Embedder
     from ultron.memory.extract import SegmentExtraction
@@ -73,6 +74,7 @@ class Ultron:
         self._clusters: ClusterService | None = None
         self._skills: SkillService | None = None
         self._browser: Browser | None = None
+        self._tokens: Tokens | None = None
 
     # -- services (built on first use: importing them loads the heuristics) -----------------
 
@@ -120,6 +122,32 @@ class Ultron:
 
             self._browser = Browser(self.context, self.memory, self.skills)
         return self._browser
+
+    @property
+    def tokens(self) -> "Tokens":
+        """Named API tokens with scopes (``ultron tokens``), and resolving a presented token."""
+        if self._tokens is None:
+            from ultron.tokens import Tokens
+
+            self._tokens = Tokens(self.db, self.settings)
+        return self._tokens
+
+    def audit_log(self, limit: int = 100, action: str | None = None, actor: str | None = None
+                  ) -> list[dict[str, Any]]:
+        """The audit log, newest first: forget, edits, token changes, exports, ingest by path."""
+        from ultron.db import audit
+
+        with self.db.engine.connect() as conn:
+            return audit.entries(conn, limit=limit, action=action, actor=actor)
+
+    def audit(self, action: str, target: str = "", **detail: Any) -> None:
+        """Record an action in the audit log as whoever is acting (``ultron.access.actor``).
+        ``detail``: counts, ids and paths only, never memory text or secrets."""
+        from ultron.access import actor
+        from ultron.db import audit
+
+        with self.db.engine.begin() as conn:
+            audit.record(conn, actor=actor(), action=action, target=target, detail=detail)
 
     # -- ingestion ------------------------------------------------------------------------
 
@@ -260,22 +288,32 @@ class Ultron:
         return self.trajectory_service.attribute_session(agent_id, str(session_file))
 
     def forget(self, memory_ids=None, segment_id: str | None = None, session_file: str | None = None,
-               agent_id: str | None = None, *, vacuum: bool = False) -> dict[str, Any]:
+               agent_id: str | None = None, *, vacuum: bool = False, purge: bool = False) -> dict[str, Any]:
         """Forget memories, a segment, a session file or an agent everywhere: memories
         (rebuilt from what remains, or deleted), sessions, segments, raw uploads, clusters
         (members, centroid, topic), skills (re-synthesised or retired; withdrawn versions'
         rows and SKILL.md directories deleted), SFT exports (rewritten without the forgotten
         examples) and session files under ULTRON_HOME. ``vacuum``: VACUUM FULL the changed
-        tables afterwards, so the deleted rows also leave PostgreSQL's data files.
+        tables afterwards, so the deleted rows also leave PostgreSQL's table files. ``purge``:
+        leave them in none of the server's files (tables, indexes, statistics, WAL; the CLI's
+        and the memory browser's default), see ``ultron.db.forget.purge``.
 
         Returns the report (see ``ultron.forget.forget``): today's counts (``sessions``,
         ``memories_deleted``, ...) plus ``tables``, ``clusters``, ``skills``, ``files``,
-        ``sft``, ``partitions`` (Dagster partition keys to remove), ``kept_on_disk``."""
+        ``sft``, ``partitions`` (Dagster partition keys to remove), ``kept_on_disk``,
+        ``vacuumed``, ``purge``, ``not_reached`` (copies forget cannot reach)."""
         from ultron.forget import forget
 
         with self.context.llm_batch():  # rebuilt memories and skills may ask the LLM
-            return forget(self.context, memory_ids, segment_id, session_file, agent_id, vacuum=vacuum,
-                          memory=self.memory, skills=self.skills)
+            report = forget(self.context, memory_ids, segment_id, session_file, agent_id, vacuum=vacuum,
+                            purge=purge, memory=self.memory, skills=self.skills)
+        from ultron.access import digest
+
+        target = (f"agent:{digest(agent_id)}" if agent_id and not session_file else
+                  f"session:{digest(session_file)}" if session_file else f"segment:{segment_id}" if segment_id else
+                  "memories:" + ",".join(list(memory_ids or [])[:20]))
+        self.audit("forget", target, **{k: v for k, v in report.items() if isinstance(v, int) and v})
+        return report
 
     # -- skills -------------------------------------------------------------------------------
 
@@ -300,7 +338,10 @@ class Ultron:
         sync automatically."""
         from ultron.skills.export import export_skills
 
-        return export_skills(self.db, to).to_dict()
+        result = export_skills(self.db, to).to_dict()
+        self.audit("export.skills", str(result.get("dir", to)),
+                   **{k: len(v) if isinstance(v, list) else v for k, v in result.items() if k != "dir"})
+        return result
 
     # -- SFT export -----------------------------------------------------------------------------
 
@@ -322,8 +363,11 @@ class Ultron:
         is called as segments are processed. Returns the ``SFTExport`` (directory, files, manifest)."""
         from ultron.sft.export import export_dataset
 
-        return export_dataset(self.db, self.settings, min_score=self._sft_floor(min_quality_score),
-                              task_type=task_type, limit=limit, progress=progress, reuse_unchanged=reuse_unchanged)
+        export = export_dataset(self.db, self.settings, min_score=self._sft_floor(min_quality_score),
+                                task_type=task_type, limit=limit, progress=progress, reuse_unchanged=reuse_unchanged)
+        self.audit("export.sft", str(export.directory), **{k: v for k, v in export.manifest.get("counts", {}).items()
+                                                          if isinstance(v, int)})
+        return export
 
     def _sft_floor(self, min_quality_score: float | None) -> float:
         return self.settings.trajectory_sft_score_threshold if min_quality_score is None else min_quality_score

@@ -245,7 +245,8 @@ class Settings:
     cluster_min_size: int = 3
     #: ULTRON_CLAIM_LEASE_SECONDS: how long a worker's claim on a pending session or segment
     #: (and its lease on clustering or skill evolution) lasts. Other workers skip claimed work
-    #: until then; a crashed worker's claims expire after it and are taken over.
+    #: until then. A dead worker's claims are free at once (``ultron.claims``: its advisory
+    #: lock went with it); the lease only frees the work of a live but stuck worker.
     claim_lease_seconds: float = 900.0
     #: ULTRON_CRYSTALLIZATION_THRESHOLD / ULTRON_RECRYSTALLIZATION_DELTA: members needed to
     #: crystallise a skill, and new members needed to crystallise it again. 4, not the 5 it was
@@ -260,7 +261,10 @@ class Settings:
     api_port: int = 8765
     #: ULTRON_API_TOKEN: bearer token of the HTTP API; unset on loopback = a generated token
     #: kept in $ULTRON_HOME/api_token. A non-loopback address requires it.
-    api_token: str | None = None
+    api_token: str | None = field(default=None, repr=False)
+    #: the key of the HMACs that named API tokens are stored as (``ultron.tokens``); default:
+    #: ``$ULTRON_HOME/token_secret``, made on first use. Servers of one store share it.
+    token_secret: str | None = field(default=None, repr=False)
     #: ULTRON_API_URL: where `ultron.client` finds the API; unset = http://ULTRON_API_HOST:ULTRON_API_PORT.
     api_url: str | None = None
     #: ULTRON_INGEST_ROOTS: server directories POST /ingest may read (os.pathsep separated);
@@ -425,6 +429,7 @@ class Settings:
             api_host=env.get("ULTRON_API_HOST") or None,
             api_port=_number(env, "ULTRON_API_PORT", int),
             api_token=env.get("ULTRON_API_TOKEN") or None,
+            token_secret=env.get("ULTRON_TOKEN_SECRET") or None,
             api_url=(env.get("ULTRON_API_URL") or "").strip() or None,
             ingest_roots=_paths(env, "ULTRON_INGEST_ROOTS"),
             watch=_watch(env),

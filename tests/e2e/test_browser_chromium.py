@@ -314,7 +314,7 @@ def test_the_browser_view_in_chromium(browser, served, svc, tmp_path):
     assert browser.current_url == f"{served}/ui/signin?next=%2Fui%2Fmemories"
     assert page.focused() == "token"
     page.leave_by(lambda: page.keys("not-the-token", Keys.ENTER))
-    assert "not this server" in page.text("#signin-error") and page.attr("#signin-error", "role") == "alert"
+    assert "does not open this server" in page.text("#signin-error") and page.attr("#signin-error", "role") == "alert"
     assert page.focused() == "token" and page.attr("#token", "aria-invalid") == "true"
     page.leave_by(lambda: page.keys(TOKEN, Keys.ENTER))
     assert browser.current_url == f"{served}/ui/memories"

@@ -158,7 +158,7 @@ def test_forget_prints_every_table_and_file_and_the_vacuum_note(client, capsys, 
                                               {"role": "assistant", "content": "hi, how can I help?"}])
     client.ingest([path], "vacuum-agent")
     client.segment_pending_sessions()
-    code, out, err = cli(capsys, "forget", "--session-file", str(path), "--yes")
+    code, out, err = cli(capsys, "forget", "--session-file", str(path), "--yes", "--no-purge")
     assert code == 0, err
     assert f"forgot everything ingested from {path}" in out and "sessions              1" in out
     assert "tables:" in out and "trajectory_records" in out and "session_messages" in out
@@ -167,7 +167,7 @@ def test_forget_prints_every_table_and_file_and_the_vacuum_note(client, capsys, 
     assert "still on disk, outside ULTRON_HOME (not deleted" in err and str(path) in err  # the user's file stays
 
     client.ingest([path], "vacuum-agent")
-    code, out, err = cli(capsys, "forget", "--agent-id", "vacuum-agent", "--yes", "--vacuum", "--json")
+    code, out, err = cli(capsys, "forget", "--agent-id", "vacuum-agent", "--yes", "--no-purge", "--vacuum", "--json")
     assert code == 0, err
     report = json.loads(out)
     assert report["sessions"] == 1 and report["partitions"] == [f"vacuum-agent:{path}"]

@@ -49,7 +49,7 @@ def test_pages_need_a_session_and_the_right_token(web):
     form = web.get(page.headers["location"])
     assert form.status_code == 200 and 'type="password"' in form.text
     wrong = web.post("/ui/signin", data={"token": "not-it", "next": "/ui/memories"}, follow_redirects=False)
-    assert wrong.status_code == 401 and "not this server" in wrong.text and "set-cookie" not in wrong.headers
+    assert wrong.status_code == 401 and "does not open this server" in wrong.text and "set-cookie" not in wrong.headers
     # a sign-in link cannot send the browser to another site
     away = web.post("/ui/signin", data={"token": TOKEN, "next": "https://evil.example/"}, follow_redirects=False)
     assert away.headers["location"] == "/ui/memories"

@@ -14,6 +14,7 @@ from tests.conftest import write_jsonl
 from ultron.memory.redo import redo_fallbacks
 from ultron.sdk import Ultron
 from ultron.testing.fake_openai import FakeOpenAI, Reply
+from ultron.testing.live_workers import live_workers
 from ultron.vocabulary import MEMORY_TYPES
 
 LESSON = "deploy.sh failed with permission denied; chmod +x deploy.sh made it executable"
@@ -162,10 +163,11 @@ def test_a_second_worker_does_not_redo_the_marks_another_worker_is_redoing(clien
         monkeypatch.setenv("ULTRON_LLM_MAX_RETRIES", "0")
         worker = Ultron(db=client.db)
         try:
-            assert redo_fallbacks(worker.memory) == [] and server.calls == 0     # left to the live holder
-            with client.db.engine.begin() as conn:
-                conn.execute(sa.text("UPDATE work_leases SET expires_at = now() - interval '1 second'"))
-            assert [r.memory_id for r in redo_fallbacks(worker.memory)] == [rec.id] and server.calls > 0
+            with live_workers(client.db.engine, "other:1"):
+                assert redo_fallbacks(worker.memory) == [] and server.calls == 0     # left to the live holder
+                with client.db.engine.begin() as conn:
+                    conn.execute(sa.text("UPDATE work_leases SET expires_at = now() - interval '1 second'"))
+                assert [r.memory_id for r in redo_fallbacks(worker.memory)] == [rec.id] and server.calls > 0
         finally:
             with client.db.engine.begin() as conn:
                 conn.execute(sa.text("DELETE FROM work_leases"))

@@ -1,6 +1,8 @@
 """Fault: two workers did the same work twice, and nothing let a crashed worker's work be
 taken over. Claims (``ultron.db.claims``): an item or store-wide step a live worker holds is
-left to it; an expired claim or lease is taken over."""
+left to it; an expired claim or lease is taken over. The other workers here are names whose
+liveness locks the test holds (``live_workers``): a holder without one is gone, and its claims
+are free at once (``tests/storage/test_claims_die_with_worker.py``)."""
 
 from __future__ import annotations
 
@@ -9,14 +11,18 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from ultron.testing.live_workers import live_workers
+
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS = [ROOT / "examples" / "docker-compose-redis-worker.jsonl", ROOT / "examples" / "docker-psycopg2-binary.jsonl"]
 
 
 @pytest.fixture(autouse=True)
 def _no_leases(db):
-    """A lease left by a failing test would make every later clustering run skip."""
-    yield
+    """A lease left by a failing test would make every later clustering run skip. The other
+    workers the tests name are alive throughout."""
+    with live_workers(db.engine, "live-worker", "busy-worker", "other:1", "other:2", "other:3"):
+        yield
     with db.engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM work_leases"))
 

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ultron.api import ingest_paths
 from ultron.api.docs import install_docs
-from ultron.api.auth import api_token, require_token
+from ultron.api.auth import api_token, require_access
 from ultron.api.mcp_mount import mount_mcp
 from ultron.web.pages import error_page, is_page, mount_browser
 from ultron.api.models import (
@@ -220,6 +220,9 @@ PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"at most this m
 PageOffset = Annotated[int, Query(ge=0, le=10_000_000, description="skip this many first")]
 PathAgentId = Annotated[str, Path(min_length=1, max_length=128), AfterValidator(storable),
                         AfterValidator(validate_agent_id)]
+Purge = Annotated[bool, Query(description="also purge the deleted rows from the database server's files: VACUUM "
+                                          "FULL of the changed tables and their statistics, checkpoints and WAL "
+                                          "switches (locks each table while it is rewritten; takes seconds)")]
 
 
 def _forgot_anything(report: dict[str, Any]) -> bool:
@@ -274,7 +277,14 @@ def build_routes(router: APIRouter, settings: Settings) -> None:
             raise HTTPException(415, "send application/json {\"paths\": [...], \"agent_id\": ...} or "
                                      "multipart/form-data with .jsonl files and an agent_id field")
         report = await run_in_threadpool(client.ingest, paths, agent_id)
-        return report.to_dict()
+        result = report.to_dict()
+        if kind != "multipart/form-data":  # the server read files of its own: who asked, and which
+            from ultron.access import digest
+
+            await run_in_threadpool(client.audit, "ingest", f"agent:{digest(agent_id)}",
+                                    paths=[digest(str(p)) for p in paths][:100],
+                                    **{k: v for k, v in result.get("totals", {}).items() if isinstance(v, int)})
+        return result
 
     @router.post("/ingest/text", tags=["ingest"], response_model=IngestTextResponse, responses=COMMON)
     def ingest_text(body: IngestTextRequest, client: Client) -> Any:
@@ -365,9 +375,9 @@ def build_routes(router: APIRouter, settings: Settings) -> None:
 
     @router.delete("/memories/{memory_id}", tags=["memories"], response_model=ForgetResponse,
                    responses={**COMMON, **NOT_FOUND})
-    def forget_memory(memory_id: MemoryId, client: Client) -> Any:
+    def forget_memory(memory_id: MemoryId, client: Client, purge: Purge = False) -> Any:
         """Delete a memory and its contributions."""
-        counts = client.forget(memory_ids=[memory_id])
+        counts = client.forget(memory_ids=[memory_id], purge=purge)
         if not counts.get("memories_deleted"):
             raise HTTPException(404, f"no memory with id {memory_id!r}")
         return counts
@@ -375,13 +385,13 @@ def build_routes(router: APIRouter, settings: Settings) -> None:
     @router.delete("/sessions", tags=["forget"], response_model=ForgetResponse,
                    responses={**COMMON, 404: {"model": ErrorBody, "description": "nothing of that session file"}})
     def forget_session(client: Client, session_file: SessionFile,
-                       agent_id: QueryAgentId = None) -> Any:
+                       agent_id: QueryAgentId = None, purge: Purge = False) -> Any:
         """Forget a session file everywhere: its session rows, messages, segments, raw upload and
         memories (merged memories rebuilt from their other sources), the clusters, skills and
         SFT exports built from them, and the uploaded copy under ULTRON_HOME. ``agent_id``
         limits it to that agent's copy of the file. Returns the report; ``partitions`` lists the
         Dagster partitions to remove."""
-        report = client.forget(session_file=session_file, agent_id=agent_id)
+        report = client.forget(session_file=session_file, agent_id=agent_id, purge=purge)
         if not _forgot_anything(report):
             raise HTTPException(404, f"nothing was ingested from {session_file!r}"
                                      + (f" for agent {agent_id!r}" if agent_id else ""))
@@ -389,10 +399,10 @@ def build_routes(router: APIRouter, settings: Settings) -> None:
 
     @router.delete("/agents/{agent_id}", tags=["forget"], response_model=ForgetResponse,
                    responses={**COMMON, 404: {"model": ErrorBody, "description": "nothing of that agent"}})
-    def forget_agent(agent_id: PathAgentId, client: Client) -> Any:
+    def forget_agent(agent_id: PathAgentId, client: Client, purge: Purge = False) -> Any:
         """Forget an agent everywhere: every session, segment, raw upload and memory of it, and
         the clusters, skills and SFT exports built from them. Returns the report."""
-        report = client.forget(agent_id=agent_id)
+        report = client.forget(agent_id=agent_id, purge=purge)
         if not _forgot_anything(report):
             raise HTTPException(404, f"nothing is stored for agent {agent_id!r}")
         return report
@@ -548,7 +558,7 @@ def create_app(settings: Settings | None = None, *, client=None, token: str | No
                 "version": app.version}
         return body if ok else SafeJSONResponse(body, 503)
 
-    router = APIRouter(dependencies=[Depends(require_token)])
+    router = APIRouter(dependencies=[Depends(require_access)])
     build_routes(router, settings)
     app.include_router(router)
     app.state.mcp_sessions = mount_mcp(app, app.state.token_bytes)

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import os
-import secrets
-import stat
 from pathlib import Path
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ultron.access import token_refusal
+from ultron.access import (
+    LOCAL_ADMIN, ROUTE_ACTIONS, Principal, Refused, acting, authorize, load_or_create_secret, token_refusal,
+)
 from ultron.settings import Settings, SettingsError
 
 log = logging.getLogger("ultron.api")
@@ -60,63 +60,47 @@ def api_token(settings: Settings, host: str | None = None) -> str:
             f"refusing to serve the API on {host}, which other machines can reach, without a token: "
             "set ULTRON_API_TOKEN (e.g. `export ULTRON_API_TOKEN=$(python -c 'import secrets; "
             "print(secrets.token_urlsafe(32))')`), or listen on 127.0.0.1")
-    return load_or_create_token(token_file(settings))
-
-
-def load_or_create_token(path: Path) -> str:
-    """Reuse the token in ``path``, or write a new one there (0600) atomically.
-
-    Two servers starting at once agree on one token: the file is published with a
-    hard link, which fails if the other process got there first.
-    """
-    existing = _read_token(path)
-    if existing:
-        return existing
-    path.parent.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(token + "\n")
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            existing = _read_token(path)
-            if existing:
-                return existing
-            os.replace(tmp, path)  # an empty or broken file: take its place
-            return token
-    finally:
-        tmp.unlink(missing_ok=True)
-    return token
-
-
-def _read_token(path: Path) -> str | None:
-    try:
-        st = path.stat()
-        token = path.read_text().strip()
-    except FileNotFoundError:
-        return None
-    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        os.chmod(path, 0o600)  # a token others can read is not a secret
-        log.warning("%s was readable by other users; set its mode to 0600", path)
-    return token or None
+    return load_or_create_secret(token_file(settings))
 
 
 # -- request-time check ------------------------------------------------------------------------
 
 bearer = HTTPBearer(auto_error=False, scheme_name="bearer",
-                    description="ULTRON_API_TOKEN, or on 127.0.0.1 the generated token in $ULTRON_HOME/api_token")
+                    description="ULTRON_API_TOKEN (or on 127.0.0.1 the generated token in $ULTRON_HOME/api_token), "
+                                "or a named token from `ultron tokens create` with its scope")
 
 
-def _unauthorized(message: str) -> HTTPException:
-    return HTTPException(401, message, headers={"WWW-Authenticate": 'Bearer realm="ultron"'})
+def _refused(exc: Refused) -> HTTPException:
+    headers = {"WWW-Authenticate": 'Bearer realm="ultron"'} if exc.status == 401 else None
+    return HTTPException(exc.status, exc.message, headers=headers)
 
 
-def require_token(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-    """Every route but /health and the docs."""
-    refusal = token_refusal(credentials.credentials if credentials is not None else None,
-                            request.app.state.token_bytes)
-    if refusal is not None:
-        raise _unauthorized(refusal)
+async def resolve_principal(request: Request, token: str | None) -> tuple[Principal | None, str | None]:
+    """The principal behind a presented token: the server's own (no database read), else a
+    named token (one primary-key read, cached for a few seconds)."""
+    expected = request.app.state.token_bytes
+    if token and token_refusal(token, expected) is None:
+        return LOCAL_ADMIN, None
+    if not token or not token.startswith("ult_") or request.app.state.client is None:
+        return None, token_refusal(token, expected)
+    return await run_in_threadpool(request.app.state.client.tokens.resolve, token, expected)
+
+
+async def require_access(request: Request,
+                         credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Principal:
+    """Every route but /health and the docs: the route's action (``ultron.access.ROUTE_ACTIONS``)
+    decided by ``ultron.access.authorize`` for the token's principal, who is then the actor
+    the audit log names. Async, so the actor set here is seen by the route's thread."""
+    route = request.scope.get("route")
+    method = "GET" if request.method == "HEAD" else request.method
+    action = ROUTE_ACTIONS.get((method, getattr(route, "path", request.url.path)))
+    principal, why = await resolve_principal(request, credentials.credentials if credentials is not None else None)
+    try:
+        if action is None:
+            raise Refused(500, f"no access rule for {method} {getattr(route, 'path', request.url.path)}")
+        authorize(principal, action, why)
+    except Refused as exc:
+        raise _refused(exc) from None
+    acting(principal)
+    request.state.principal = principal
+    return principal

@@ -19,40 +19,41 @@ from __future__ import annotations
 import json
 
 from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.routing import Route
 
-from ultron.access import token_refusal
+from ultron.access import LOCAL_ADMIN, acting, token_refusal
 from ultron.mcp import LazyUltron, build_server
 
 MCP_PATH = "/mcp"
 
 
 class BearerGuard:
-    """ASGI wrapper answering 401 (as the other routes do) unless the request carries the
-    server's bearer token; compared in constant time."""
+    """ASGI wrapper answering 401 (as the other routes do) unless the request carries a token
+    that resolves to a principal (the server's own, or a named one); that principal is then
+    the one each tool checks (``ultron.access.TOOL_ACTIONS``) and the audit log names."""
 
-    def __init__(self, app, expected: bytes) -> None:
+    def __init__(self, app, resolve) -> None:
         self.app = app
-        self.expected = expected
+        self.resolve = resolve
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http":
-            message = self._refusal(Headers(scope=scope).get("authorization"))
-            if message is not None:
+            header = Headers(scope=scope).get("authorization") or ""
+            scheme, _, credentials = header.partition(" ")
+            principal, message = await self.resolve(credentials.strip() if scheme.lower() == "bearer" else None)
+            if principal is None:
                 body = json.dumps({"detail": message}).encode()
                 await send({"type": "http.response.start", "status": 401, "headers": [
                     (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                     (b"www-authenticate", b'Bearer realm="ultron"')]})
                 await send({"type": "http.response.body", "body": body})
                 return
+            acting(principal)
         await self.app(scope, receive, send)
-
-    def _refusal(self, header: str | None) -> str | None:
-        scheme, _, credentials = (header or "").partition(" ")
-        return token_refusal(credentials.strip() if scheme.lower() == "bearer" else None, self.expected)
 
 
 def mount_mcp(app: FastAPI, token_bytes: bytes) -> StreamableHTTPSessionManager:
@@ -64,6 +65,13 @@ def mount_mcp(app: FastAPI, token_bytes: bytes) -> StreamableHTTPSessionManager:
         streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     manager = server.session_manager
-    app.router.routes.append(Route(MCP_PATH, endpoint=BearerGuard(StreamableHTTPASGIApp(manager), token_bytes),
+    async def resolve(token: str | None):
+        if token and token_refusal(token, token_bytes) is None:
+            return LOCAL_ADMIN, None
+        if not token or not token.startswith("ult_") or app.state.client is None:
+            return None, token_refusal(token, token_bytes)
+        return await run_in_threadpool(app.state.client.tokens.resolve, token, token_bytes)
+
+    app.router.routes.append(Route(MCP_PATH, endpoint=BearerGuard(StreamableHTTPASGIApp(manager), resolve),
                                    include_in_schema=False))
     return manager

@@ -22,10 +22,12 @@ __all__ = ["COMMANDS", "CLIError", "build_parser", "main"]
 
 def _commands() -> dict[str, Callable[[Settings, argparse.Namespace], int]]:
     """command name -> handler(settings, args) returning the exit code."""
-    from ultron.cli import commands, commands_agent, commands_connect, commands_mcp, commands_server, commands_stale
+    from ultron.cli import (
+        commands, commands_agent, commands_connect, commands_mcp, commands_server, commands_stale, commands_tokens,
+    )
 
     return {**commands.COMMANDS, **commands_server.COMMANDS, **commands_mcp.COMMANDS, **commands_agent.COMMANDS,
-            **commands_stale.COMMANDS, **commands_connect.COMMANDS}
+            **commands_stale.COMMANDS, **commands_connect.COMMANDS, **commands_tokens.COMMANDS}
 
 
 def __getattr__(name: str) -> object:

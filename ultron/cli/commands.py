@@ -13,6 +13,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 from typing import Any, Callable, Sequence
 
 from ultron.cli import format as fmt
@@ -331,7 +332,7 @@ def _forget(settings: Settings, args: argparse.Namespace) -> int:
         kwargs["agent_id"] = args.agent_id
         target = f"everything of agent {args.agent_id!r}"
     confirm(f"Forget {target}?", args)
-    report = u.forget(**kwargs, vacuum=args.vacuum)
+    report = u.forget(**kwargs, vacuum=args.vacuum, purge=args.purge)
     found = anything_forgotten(report)
     if args.json:
         print_json(report)
@@ -360,10 +361,25 @@ def _print_forget_report(target: str, report: dict[str, Any], counts: dict[str, 
     for path in report["kept_on_disk"]:
         print(f"still on disk, outside ULTRON_HOME (not deleted; in an inbox, the next refresh ingests it again: "
               f"move or delete it): {path}", file=sys.stderr)
-    if report["vacuumed"]:
+    purged = report.get("purge")
+    if purged:
+        wal = purged["wal_segments"]
+        print(textwrap.fill(
+            f"purged: VACUUM FULL of {', '.join(purged['tables'])}"
+            + ("; the planner statistics" if purged["statistics"] else "")
+            + f"; {fmt.plural(purged['checkpoints'], 'checkpoint')}, "
+            + fmt.plural(purged['wal_switches'], 'WAL switch', 'WAL switches')
+            + (f"; pg_wal holds {fmt.plural(len(wal), 'segment')}" if wal is not None else "")
+            + f" ({purged['seconds']:.1f} s)", width=100, subsequent_indent="  ", break_on_hyphens=False))
+    elif report["vacuumed"]:
         print(f"vacuumed (FULL): {', '.join(report['vacuumed'])}")
-    else:
+    if not purged:
         print(f"note: {note}")
+    if report.get("not_reached"):
+        print("not reached by forget (delete or expire these yourself):")
+        for item in report["not_reached"]:
+            print(textwrap.fill(item, width=100, initial_indent="  - ", subsequent_indent="    ",
+                                break_on_hyphens=False))
 
 
 def _reembed(settings: Settings, args: argparse.Namespace) -> int:

@@ -179,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     sl.add_argument("--repo", metavar="DIR", help="a directory inside the repository (default: the current one)")
     _json_flag(sl, "the report")
 
+    from ultron.cli.commands_tokens import add_parsers as token_parsers
+
+    token_parsers(sub, _json_flag)
+
     fb = sub.add_parser("feedback", help="say whether a memory or a skill helped",
                         description="Record an agent's verdict. A memory: helpful adds hits and recency; not "
                                     "helpful lowers its rank and, after ULTRON_FEEDBACK_DEMOTE_AFTER net negatives, "
@@ -219,16 +223,24 @@ def build_parser() -> argparse.ArgumentParser:
                                     "forgotten memories are re-synthesised from what remains or retired (their old "
                                     "versions and SKILL.md directories deleted); SFT exports are rewritten without "
                                     "the forgotten examples; session files under ULTRON_HOME are deleted. "
-                                    "PostgreSQL keeps deleted rows in its data files until VACUUM (--vacuum).")
+                                    "Then the database is purged: the changed tables, their indexes and planner "
+                                    "statistics are rewritten (VACUUM FULL), and WAL is switched and checkpointed "
+                                    "until no file of the server holds the deleted rows. The report lists what "
+                                    "forget cannot reach (backups, WAL archives, replicas, Dagster's run history).")
     what = fo.add_mutually_exclusive_group(required=True)
     what.add_argument("--memory", nargs="+", metavar="ID", help="these memories (ids or unique prefixes)")
     what.add_argument("--segment", metavar="ID", help="the memories of this task segment, and the segment")
     what.add_argument("--session-file", metavar="PATH",
                       help="everything ingested from this session file (its rows, segments and memories)")
     what.add_argument("--agent-id", metavar="A", help="everything of this agent")
+    fo.add_argument("--purge", action=argparse.BooleanOptionalAction, default=True,
+                    help="purge the deleted rows from the database server's files: VACUUM FULL and ANALYZE of the "
+                         "changed tables, VACUUM FULL of the statistics catalog, checkpoints and WAL switches "
+                         "(default; each table is locked while it is rewritten). --no-purge leaves them on disk "
+                         "until PostgreSQL's own vacuum and checkpoints")
     fo.add_argument("--vacuum", action="store_true",
-                    help="then VACUUM FULL the changed tables, so the deleted rows also leave PostgreSQL's data "
-                         "files (rewrites each table; it is locked meanwhile)")
+                    help="with --no-purge: still VACUUM FULL the changed tables (WAL and the planner statistics "
+                         "keep the rows until checkpoints recycle them)")
     _yes_flag(fo)
     _json_flag(fo, "the report")
 

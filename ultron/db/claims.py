@@ -4,12 +4,20 @@ An item (a session to segment, a segment to label or extract) is taken by writin
 worker's id and an expiry into ``claimed_by`` / ``claim_expires_at``. The rows are picked
 with ``FOR UPDATE SKIP LOCKED``: two workers claiming at the same instant get disjoint
 rows instead of waiting for each other and then both taking the same ones. A claim is
-cleared when the item is marked done (``ultron.db.segments``) or released on failure, and
-an expired one (a crashed worker) is free to take.
+cleared when the item is marked done (``ultron.db.segments``) or released on failure.
 
 Store-wide steps (clustering, skill evolution) hold a named lease in ``work_leases``
 instead: a second worker sees who holds it and skips the step rather than waiting and
 then redoing it.
+
+**A claim dies with its worker.** Every worker that claims holds a session-level advisory
+lock for as long as it lives, on a connection of its own (``ultron.claims``), keyed by its
+id (:data:`_KEY`). A claim or lease whose holder's lock is not held is free at once: the
+server drops a session's locks the moment its client goes away, however it went (exit,
+``kill -9``, a lost machine once TCP keepalive notices), and every worker, on any machine,
+sees the same ``pg_locks``. The expiry stays as a backstop for a worker that is alive but
+stuck. Each claim statement reads ``pg_locks`` once (the ``live`` CTE, :data:`_LIVE`) and
+tests holders against it with a hashed subplan, not one lookup per row.
 """
 
 from __future__ import annotations
@@ -20,8 +28,22 @@ import sqlalchemy as sa
 
 from ultron.db.segments import _JOINED_SEG_COLS, PendingSession, SegmentRow
 
-#: A row is free when nobody claimed it or its claim expired.
-_FREE = "({t}.claimed_by IS NULL OR {t}.claim_expires_at < now())"
+#: Seed of the hash of a worker id into its 64-bit liveness lock key; not 0, so the keys
+#: stay apart from the project's other ``hashtextextended(text, 0)`` advisory locks.
+LIVENESS_SEED = 0x756C7472  # "ultr"
+#: The liveness lock key of the worker id in the SQL expression ``{w}``.
+_KEY = f"hashtextextended({{w}}, {LIVENESS_SEED})"
+#: The keys of the liveness locks held right now in this database, as one CTE. A one-bigint
+#: advisory lock shows in pg_locks as its high half in classid, low half in objid, objsubid 1.
+_LIVE = """live AS MATERIALIZED (
+    SELECT (l.classid::bigint << 32) | l.objid::bigint AS k FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))"""
+#: The worker id of a claim (``claimed_by``) or of a lease (``holder``: worker id "/" run).
+_WORKER = "split_part({c}, '/', 1)"
+#: A row is free when nobody claimed it, its claim expired, or its claimer is gone (needs ``live``).
+_FREE = ("({t}.claimed_by IS NULL OR {t}.claim_expires_at < now() OR "
+         + _KEY.format(w="{t}.claimed_by") + " NOT IN (SELECT k FROM live))")
 _CLAIM = "claimed_by = :me, claim_expires_at = now() + make_interval(secs => :lease)"
 
 
@@ -35,6 +57,7 @@ def claim_sessions(conn: sa.Connection, worker: str, lease_seconds: float, limit
         params["k"] = partition_key
     rows = conn.execute(sa.text(
         f"""
+        WITH {_LIVE}
         UPDATE trajectory_records SET {_CLAIM}
         WHERE id IN (SELECT r.id FROM trajectory_records r WHERE {where}
                      ORDER BY r.updated_at, r.id LIMIT :limit FOR UPDATE SKIP LOCKED)
@@ -51,6 +74,7 @@ def _claim_segments(conn: sa.Connection, worker: str, lease_seconds: float, limi
     # old line ranges); the lock is taken on the segment rows alone.
     ids = conn.execute(sa.text(
         f"""
+        WITH {_LIVE}
         UPDATE task_segments SET {_CLAIM}
         WHERE id IN (SELECT s.id FROM task_segments s
                      JOIN trajectory_records r ON r.agent_id = s.agent_id AND r.session_file = s.session_file
@@ -108,13 +132,16 @@ def release_segment(conn: sa.Connection, segment_id: str, worker: str) -> None:
 
 
 def acquire_lease(conn: sa.Connection, name: str, holder: str, lease_seconds: float) -> str | None:
-    """Take the lease ``name`` if free or expired. None = taken; else the live holder's id."""
+    """Take the lease ``name`` if free, expired or held by a worker that is gone. None =
+    taken; else the live holder's id."""
     taken = conn.execute(sa.text(
-        """
+        f"""
+        WITH {_LIVE}
         INSERT INTO work_leases (name, holder, expires_at) VALUES (:n, :h, now() + make_interval(secs => :s))
         ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
                                          acquired_at = now()
         WHERE work_leases.expires_at < now()
+           OR {_KEY.format(w=_WORKER.format(c="work_leases.holder"))} NOT IN (SELECT k FROM live)
         RETURNING holder
         """), {"n": name, "h": holder, "s": float(lease_seconds)}).scalar_one_or_none()
     if taken is not None:
@@ -135,20 +162,57 @@ def release_lease(conn: sa.Connection, name: str, holder: str) -> None:
 
 
 def live_claim_holder(conn: sa.Connection, other_than: str) -> str | None:
-    """A worker other than ``other_than`` holding a live claim on a session or segment, if any:
-    a store-wide step started now would miss what it is still producing."""
+    """A live worker other than ``other_than`` holding an unexpired claim on a session or
+    segment, if any: a store-wide step started now would miss what it is still producing."""
+    alive = f"{_KEY.format(w='claimed_by')} IN (SELECT k FROM live)"
     return conn.execute(sa.text(
-        """
+        f"""
+        WITH {_LIVE}
         (SELECT claimed_by FROM trajectory_records
-         WHERE claimed_by IS NOT NULL AND claimed_by <> :me AND claim_expires_at >= now() LIMIT 1)
+         WHERE claimed_by IS NOT NULL AND claimed_by <> :me AND claim_expires_at >= now() AND {alive} LIMIT 1)
         UNION ALL
         (SELECT claimed_by FROM task_segments
-         WHERE claimed_by IS NOT NULL AND claimed_by <> :me AND claim_expires_at >= now() LIMIT 1)
+         WHERE claimed_by IS NOT NULL AND claimed_by <> :me AND claim_expires_at >= now() AND {alive} LIMIT 1)
         LIMIT 1
         """), {"me": other_than}).scalar_one_or_none()
 
 
 def lease_holder(conn: sa.Connection, name: str) -> str | None:
-    """Who holds the live lease ``name``, if anyone."""
-    return conn.execute(sa.text("SELECT holder FROM work_leases WHERE name = :n AND expires_at >= now()"),
-                        {"n": name}).scalar_one_or_none()
+    """Who holds the lease ``name``, if anyone: unexpired, and its holder alive."""
+    return conn.execute(sa.text(
+        f"WITH {_LIVE} SELECT holder FROM work_leases WHERE name = :n AND expires_at >= now() "
+        f"AND {_KEY.format(w=_WORKER.format(c='holder'))} IN (SELECT k FROM live)"),
+        {"n": name}).scalar_one_or_none()
+
+
+# -- worker liveness ---------------------------------------------------------------------
+# Run on the worker's own liveness connection (``ultron.claims``), in autocommit.
+
+
+def prepare_liveness_session(conn: sa.Connection) -> None:
+    """Settings of the liveness session: the server probes the client every 10 s after 30 s
+    of silence and drops the session (and the lock) after 3 unanswered probes, so the claims
+    of a machine that vanished free within about a minute instead of the OS's two hours; and
+    no idle timeout of the server's configuration ends this deliberately idle session."""
+    conn.execute(sa.text("SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; "
+                         "SET tcp_keepalives_count = 3; SET idle_session_timeout = 0; "
+                         "SET idle_in_transaction_session_timeout = 0"))
+
+
+def try_hold_liveness(conn: sa.Connection, worker: str) -> bool:
+    """Take ``worker``'s liveness lock for this session; False if another session holds it."""
+    return bool(conn.execute(sa.text(f"SELECT pg_try_advisory_lock({_KEY.format(w=':w')})"),
+                             {"w": worker}).scalar_one())
+
+
+def ping(conn: sa.Connection) -> None:
+    """One round trip: raises when the session is gone (and with it the lock)."""
+    conn.execute(sa.text("SELECT 1"))
+
+
+def live_workers(conn: sa.Connection, workers: Sequence[str]) -> set[str]:
+    """Those of ``workers`` whose liveness lock is held in this database."""
+    return set(conn.execute(sa.text(
+        f"WITH {_LIVE} SELECT w FROM unnest(CAST(:ws AS text[])) AS w "
+        f"WHERE {_KEY.format(w='w')} IN (SELECT k FROM live)"),
+        {"ws": list(workers)}).scalars())

@@ -19,6 +19,8 @@ rewritten before every start and included from ``postgresql.conf``: PostgreSQL's
 default keeps a large HNSW graph out of its cache, so each page of it a search touches is
 copied in from the OS cache again. A new data directory is initialised first, so even its
 first start has them; a changed ``ULTRON_PG_SHARED_BUFFERS`` applies at the next start.
+The WAL settings there (:data:`WAL_CONFIG`) let a purging forget leave no old bytes in
+``pg_wal`` (``ultron.db.forget.purge``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ SETTLE_SECONDS = 60.0  # the longest a start waits for a stopping (or starting) 
 START_ATTEMPTS = 3
 
 log = logging.getLogger("ultron.db.embedded")
+
+#: WAL settings that let ``forget --purge`` leave no forgotten text in ``pg_wal``: a finished
+#: segment is deleted at the checkpoint that no longer needs it instead of being renamed to a
+#: future segment that keeps its old bytes until overwritten (``wal_recycle``); a new segment
+#: starts zero-filled (``wal_init_zero``, the default, stated here because it matters); no
+#: old segments are kept for replicas (``wal_keep_size``), nor kept around for reuse beyond
+#: the minimum (``min_wal_size``). ``full_page_writes`` stays on: turning it off risks torn
+#: pages after a crash, and the page images it writes to WAL go with the segments.
+WAL_CONFIG = {"wal_recycle": "off", "wal_init_zero": "on", "wal_keep_size": "0", "min_wal_size": "32MB"}
 
 
 class EmbeddedServerError(RuntimeError):
@@ -185,13 +196,15 @@ def default_shared_buffers() -> str:
 
 def server_config(shared_buffers: str | None = None) -> dict[str, str]:
     """What ``ultron.conf`` holds: ``shared_buffers`` (``ULTRON_PG_SHARED_BUFFERS``, else
-    :func:`default_shared_buffers`) and the planner's ``effective_cache_size`` (half the RAM,
-    which makes index scans look as cheap as they are once the OS caches the files)."""
+    :func:`default_shared_buffers`), the planner's ``effective_cache_size`` (half the RAM,
+    which makes index scans look as cheap as they are once the OS caches the files) and
+    :data:`WAL_CONFIG`."""
     if shared_buffers is None:
         from ultron.settings import Settings
 
         shared_buffers = Settings.from_env().pg_shared_buffers or default_shared_buffers()
-    return {"shared_buffers": shared_buffers, "effective_cache_size": f"{max(_ram_mb() // 2, 128)}MB"}
+    return {"shared_buffers": shared_buffers, "effective_cache_size": f"{max(_ram_mb() // 2, 128)}MB",
+            **WAL_CONFIG}
 
 
 def _write_config(pgdata: Path, config: dict[str, str]) -> None:

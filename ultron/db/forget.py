@@ -1,5 +1,6 @@
 """SQL of forget that spans table families: what a forgotten source reached (sessions,
-clusters, skill versions), the clean-up of labels and slugs built from it, and VACUUM.
+clusters, skill versions), the clean-up of labels and slugs built from it, VACUUM, and the
+purge that leaves the forgotten text in none of the server's files (:func:`purge`).
 
 The memory-side deletes live in ``ultron.db.memories``; this module is what
 ``ultron.forget`` needs around them, each function on the caller's connection.
@@ -7,6 +8,8 @@ The memory-side deletes live in ``ultron.db.memories``; this module is what
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any, Sequence
 
 import sqlalchemy as sa
@@ -15,8 +18,18 @@ from ultron.db.memories import session_condition
 
 #: Every table forget can change, in the order VACUUM visits them.
 TABLES = ("trajectory_records", "session_messages", "parse_problems", "raw_user_uploads", "task_segments",
-          "memory_records", "memory_contributions", "memory_files",
+          "memory_records", "memory_contributions", "memory_files", "memory_revisions",
           "knowledge_clusters", "skills", "feedback_events", "bundle_serves")
+#: The lexical search's word counts (migration 0006), kept by triggers on memory_records: a
+#: changed memory changes them, and their dead rows hold the words.
+LEXICON_TABLES = ("memory_lexemes", "memory_corpus")
+#: The planner statistics: ANALYZE replaces a table's rows there, and the most common values
+#: and elements of its text and tsvector columns quote the data.
+STATISTICS_CATALOGS = ("pg_catalog.pg_statistic", "pg_catalog.pg_statistic_ext_data")
+#: At most this many WAL switches and checkpoints (a segment is 16 MB; ``max_wal_size`` is
+#: 1 GB by default, so recycled segments ahead of the current one are fewer than that).
+WAL_ROUNDS_MAX = 70
+SEGMENT = re.compile(r"^[0-9A-F]{24}$")
 
 
 # -- sessions --------------------------------------------------------------------------
@@ -213,6 +226,11 @@ def versions_left(conn: sa.Connection, slug: str) -> int:
 # -- disk space ----------------------------------------------------------------------------
 
 
+def transaction_id(conn: sa.Connection) -> str:
+    """This transaction's id (xid8, as text): a snapshot older than it may still see what it deletes."""
+    return conn.execute(sa.text("SELECT CAST(pg_current_xact_id() AS text)")).scalar_one()
+
+
 def vacuum(engine: sa.Engine, tables: Sequence[str] = TABLES, *, full: bool = True) -> list[str]:
     """VACUUM the tables (FULL by default: each table and its TOAST data are rewritten into new
     files and the old files removed, so deleted rows leave the disk; plain VACUUM only marks
@@ -222,8 +240,210 @@ def vacuum(engine: sa.Engine, tables: Sequence[str] = TABLES, *, full: bool = Tr
     option = "(FULL, ANALYZE)" if full else "(ANALYZE)"
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         for table in tables:
-            if table not in TABLES:
+            if table not in TABLES + LEXICON_TABLES:
                 raise ValueError(f"{table!r} is not one of Ultron's tables")
             conn.exec_driver_sql(f'VACUUM {option} "{table}"')
             done.append(table)
     return done
+
+
+def purge(engine: sa.Engine, tables: Sequence[str], *, after_xid: str | None = None,
+          wait_seconds: float = 10.0) -> dict[str, Any]:
+    """Leave deleted rows in none of the server's files. In order, on one connection outside
+    a transaction:
+
+    1. wait (up to ``wait_seconds``) for transactions of this database older than ``after_xid``
+       (the forget's transaction): VACUUM keeps the rows a running snapshot can still see;
+    2. ``DELETE FROM memory_lexemes`` the words no active memory holds (the trigger already
+       does; this catches any left behind);
+    3. ``VACUUM (FULL, ANALYZE)`` each table: heap, TOAST and every index are rewritten into
+       new files, and ANALYZE replaces the table's planner statistics (pg_statistic) with
+       ones sampled from the rows left. ANALYZE of an empty table keeps the old statistics,
+       so a table left empty has its statistics (and its indexes') cleared instead:
+       ``pg_clear_attribute_stats`` (PostgreSQL 18) per column;
+    4. ``VACUUM (FULL) pg_statistic, pg_statistic_ext_data``: the replaced statistics (whose
+       most common values quote text and lexemes) leave the catalog's files. Needs a
+       superuser or the database's owner (or MAINTAIN on PostgreSQL 17+): without that this
+       step is skipped and said so;
+    5. ``CHECKPOINT``: the files VACUUM FULL replaced are unlinked (at commit they are only
+       truncated), every dirty page is written;
+    6. ``SELECT pg_switch_wal()`` then ``CHECKPOINT``, repeated: WAL still holds the deleted
+       rows (their inserts, and the full-page images written before each page's first
+       change after a checkpoint). A switch zero-fills the rest of the current segment; a
+       checkpoint deletes (``wal_recycle = off``) or renames for reuse the segments before
+       the one holding its redo point. The rounds go on until every segment that was in
+       pg_wal after the first round has been deleted or switched past (so a segment renamed
+       for reuse was overwritten: its head by new WAL, its tail by a switch's zeros). Older
+       segments the server keeps (``wal_keep_size``, a replication slot, an archiving
+       backlog) are reported. The embedded server needs two rounds.
+
+    Returns ``tables`` (vacuumed), ``statistics`` (whether step 4 ran), ``statistics_cleared``
+    (columns of empty tables whose statistics were cleared), ``lexemes_removed``,
+    ``checkpoints``, ``wal_switches``, ``wal_segments`` (pg_wal's segments afterwards; None
+    when they cannot be listed), ``server`` (archive_mode, wal_recycle, replicas, slots: what
+    the report says forget cannot reach), ``problems`` (steps skipped, and why) and
+    ``seconds``."""
+    started = time.monotonic()
+    out: dict[str, Any] = {"tables": [], "statistics": False, "statistics_cleared": 0, "lexemes_removed": 0,
+                           "checkpoints": 0,
+                           "wal_switches": 0, "wal_segments": None, "server": {}, "problems": []}
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        if after_xid:
+            _wait_for_older_snapshots(conn, after_xid, wait_seconds, out["problems"])
+        if "memory_lexemes" in tables:
+            out["lexemes_removed"] = conn.execute(sa.text(
+                "DELETE FROM memory_lexemes WHERE lexeme IN "
+                "(SELECT lexeme FROM memory_lexemes GROUP BY lexeme HAVING sum(df) <= 0)")).rowcount
+        for table in tables:
+            if table not in TABLES + LEXICON_TABLES:
+                raise ValueError(f"{table!r} is not one of Ultron's tables")
+            conn.exec_driver_sql(f'VACUUM (FULL, ANALYZE) "{table}"')
+            out["tables"].append(table)
+            out["statistics_cleared"] += _clear_statistics_if_empty(conn, table, out["problems"])
+        if _may_vacuum_catalogs(conn):
+            conn.exec_driver_sql(f"VACUUM (FULL) {', '.join(STATISTICS_CATALOGS)}")
+            out["statistics"] = True
+        else:
+            out["problems"].append(
+                "planner statistics: ANALYZE replaced them, but the old rows stay in pg_statistic's files until "
+                "VACUUM FULL pg_statistic, which needs a superuser or the database's owner (this role is neither)")
+        out["server"] = _wal_facts(conn)
+        if _privileged(conn, "CHECKPOINT", out["problems"]):
+            out["checkpoints"] += 1
+            _wal_rounds(conn, out)
+    out["seconds"] = round(time.monotonic() - started, 3)
+    return out
+
+
+def _wait_for_older_snapshots(conn: sa.Connection, xid: str, wait_seconds: float, problems: list[str]) -> None:
+    query = sa.text(
+        """SELECT pid, state FROM pg_stat_activity
+           WHERE pid <> pg_backend_pid() AND datname = current_database()
+             AND ((backend_xmin IS NOT NULL AND age(backend_xmin) >= age(xid(CAST(:x AS xid8))))
+               OR (backend_xid IS NOT NULL AND age(backend_xid) >= age(xid(CAST(:x AS xid8)))))""")
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        older = conn.execute(query, {"x": xid}).all()
+        if not older or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    if older:
+        problems.append(
+            f"{len(older)} transaction(s) older than the forget still run "
+            f"(pid {', '.join(str(r.pid) for r in older)}): "
+            "VACUUM kept the deleted rows they can still see; forget with purge again once they end")
+    prepared = conn.execute(sa.text(
+        "SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()")).scalar_one()
+    if prepared:
+        problems.append(f"{prepared} prepared transaction(s) hold back VACUUM: the rows they can see stay")
+
+
+def _clear_statistics_if_empty(conn: sa.Connection, table: str, problems: list[str]) -> int:
+    """ANALYZE finds no row in an empty table and leaves its statistics as they were, which
+    quote the deleted rows: clear them (the table's columns and its indexes' expressions).
+    Returns how many columns were cleared."""
+    if conn.exec_driver_sql(f'SELECT EXISTS (SELECT 1 FROM "{table}")').scalar():
+        return 0
+    columns = conn.execute(sa.text(  # pg_stats: pg_statistic itself is for superusers only
+        """SELECT s.schemaname, s.tablename, s.attname, s.inherited FROM pg_stats s
+           JOIN pg_namespace n ON n.nspname = s.schemaname
+           JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename
+           WHERE c.oid = CAST(:t AS regclass)
+              OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = CAST(:t AS regclass))"""),
+        {"t": table}).all()
+    for schema, relation, column, inherited in columns:
+        try:
+            conn.execute(sa.text("SELECT pg_clear_attribute_stats(:s, :r, :c, :i)"),
+                         {"s": schema, "r": relation, "c": column, "i": inherited})
+        except sa.exc.DBAPIError as exc:  # before PostgreSQL 18, or not this role's table
+            problems.append(f"planner statistics of the emptied table {table}: ANALYZE keeps them and clearing "
+                            f"them failed ({str(exc.orig).strip()})")
+            return 0
+    return len(columns)
+
+
+def _may_vacuum_catalogs(conn: sa.Connection) -> bool:
+    """Superuser, the database's owner (who may VACUUM its catalogs), or MAINTAIN on
+    pg_statistic (PostgreSQL 17+). Checked first: VACUUM only warns and skips otherwise."""
+    allowed = conn.execute(sa.text(
+        "SELECT r.rolsuper OR pg_has_role(current_user, d.datdba, 'MEMBER') FROM pg_roles r, pg_database d "
+        "WHERE r.rolname = current_user AND d.datname = current_database()")).scalar()
+    if allowed:
+        return True
+    if int(conn.execute(sa.text("SHOW server_version_num")).scalar_one()) >= 170000:
+        return bool(conn.execute(sa.text(
+            "SELECT bool_and(has_table_privilege(t, 'MAINTAIN')) FROM unnest(CAST(:t AS text[])) AS t"),
+            {"t": list(STATISTICS_CATALOGS)}).scalar())
+    return False
+
+
+def _privileged(conn: sa.Connection, sql: str, problems: list[str]) -> bool:
+    """Run a statement that needs a privilege this role may lack (CHECKPOINT: superuser or
+    pg_checkpoint; pg_switch_wal(): superuser or a grant); False, and said so, without it."""
+    try:
+        conn.exec_driver_sql(sql)
+        return True
+    except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) != "42501":  # insufficient_privilege
+            raise
+        problems.append(f"{sql.split('(')[0]}: not allowed for this role ({str(exc.orig).strip()}); WAL still "
+                        "holds the deleted rows until the server's own checkpoints recycle it")
+        return False
+
+
+def _wal_facts(conn: sa.Connection) -> dict[str, Any]:
+    """What decides whether WAL leaves this server: archiving, recycling, replicas, slots."""
+    settings = dict(conn.execute(sa.text(
+        "SELECT name, setting FROM pg_settings WHERE name IN ('archive_mode', 'wal_recycle', 'wal_keep_size')")).all())
+    return {"archive_mode": settings.get("archive_mode"), "wal_recycle": settings.get("wal_recycle"),
+            "wal_keep_size": settings.get("wal_keep_size"),
+            "replicas": conn.execute(sa.text("SELECT count(*) FROM pg_stat_replication")).scalar_one(),
+            "replication_slots": conn.execute(sa.text("SELECT count(*) FROM pg_replication_slots")).scalar_one()}
+
+
+def _current_segment(conn: sa.Connection) -> str:
+    return conn.execute(sa.text("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")).scalar_one()
+
+
+def _wal_segments(conn: sa.Connection) -> list[str] | None:
+    """pg_wal's segment files (superuser or pg_monitor), None when this role cannot list them."""
+    try:
+        names = conn.execute(sa.text("SELECT name FROM pg_ls_waldir()")).scalars().all()
+    except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) != "42501":
+            raise
+        return None
+    return sorted(n for n in names if SEGMENT.match(n))
+
+
+def _wal_rounds(conn: sa.Connection, out: dict[str, Any]) -> None:
+    """Step 6 of :func:`purge`: switch and checkpoint until no segment that could hold the
+    deleted rows is left (see there)."""
+    problems = out["problems"]
+    listed = _wal_segments(conn)
+    highest = max([*(listed or []), _current_segment(conn)])
+    for round_ in range(WAL_ROUNDS_MAX):
+        if not _privileged(conn, "SELECT pg_switch_wal()", problems):
+            return
+        out["wal_switches"] += 1
+        conn.exec_driver_sql("CHECKPOINT")
+        out["checkpoints"] += 1
+        current, listed = _current_segment(conn), _wal_segments(conn)
+        if listed is None:
+            if round_ == 1:  # enough on a server that deletes old segments; nothing to check it by
+                problems.append("pg_wal cannot be listed by this role (needs pg_monitor): two WAL switches and "
+                                "checkpoints ran, which leave no old segment where wal_recycle is off")
+                return
+            continue
+        if round_ == 0:
+            # a segment renamed for reuse by this checkpoint (wal_recycle = on) still holds old bytes
+            highest = max([highest, *listed])
+        if current > highest:
+            break
+    else:
+        problems.append(f"pg_wal still held segments written before the purge after {WAL_ROUNDS_MAX} WAL switches")
+    out["wal_segments"] = listed
+    kept = [n for n in (listed or []) if n < _current_segment(conn)]
+    if kept:
+        problems.append(f"the server keeps {len(kept)} older WAL segment(s) ({kept[0]}...): wal_keep_size, a "
+                        "replication slot or an archiving backlog; they hold the deleted rows until released")

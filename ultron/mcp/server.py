@@ -8,6 +8,7 @@ them); anything the SDK refuses, or any failure behind it, comes back as a tool 
 """
 
 import contextlib
+import functools
 import json
 import logging
 import threading
@@ -19,6 +20,7 @@ from mcp.server.mcpserver.resources import FunctionResource
 from mcp_types import Resource as MCPResource
 from pydantic import AfterValidator, Field
 
+from ultron.access import LOCAL_ADMIN, TOOL_ACTIONS, Refused, acting, authorize, current_principal
 from ultron.arguments import optional_agent_id, storable
 from ultron.sessions.discovery import validate_agent_id
 from ultron.settings import Settings
@@ -200,8 +202,18 @@ def _tool(server: MCPServer, title: str) -> Callable[[Callable[..., Any]], Calla
     """Register ``fn`` as a tool whose description is its docstring on one line (a model reads it)."""
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        server.add_tool(fn, title=title, description=" ".join((fn.__doc__ or "").split()))
-        return fn
+        action = TOOL_ACTIONS[fn.__name__]  # a tool without an access rule fails at startup
+
+        @functools.wraps(fn)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                authorize(current_principal(), action)
+            except Refused as exc:
+                raise ToolError(exc.message) from None
+            return fn(*args, **kwargs)
+
+        server.add_tool(checked, title=title, description=" ".join((fn.__doc__ or "").split()))
+        return checked
 
     return register
 
@@ -340,4 +352,5 @@ def run_stdio(settings: Settings) -> None:
     ultron = LazyUltron(create)
     server = build_server(ultron)
     ultron.warm()
+    acting(LOCAL_ADMIN)  # stdio: the local user's own process, as the CLI is
     anyio.run(server.run_stdio_async)

@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from ultron.access import token_refusal
+from ultron.access import LOCAL_ADMIN, PAGE_ACTIONS, Refused, acting, authorize
 from ultron.browse import PAGE_SIZE, BrowseFilters
 from ultron.web import render, session
 
@@ -47,11 +47,23 @@ def _key(request: Request) -> bytes:
     return request.app.state.token_bytes
 
 
-def _session(request: Request) -> session.BrowserSession:
+async def _session(request: Request, action: str) -> session.BrowserSession:
+    """The signed-in session, its principal allowed ``action`` (``ultron.access.PAGE_ACTIONS``)
+    by the one authorization function; no session: to the sign-in form."""
     found = session.verify(_key(request), request.cookies.get(session.COOKIE))
-    if found is None:
+    principal = None
+    if found is not None:
+        principal = (LOCAL_ADMIN if found.token_id == session.LOCAL else
+                     await run_in_threadpool(_client(request).tokens.principal_of, found.token_id))
+    if found is None or principal is None:  # no cookie, a forged or expired one, a revoked token
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         raise SignInRequired(target)
+    try:
+        authorize(principal, PAGE_ACTIONS[action])
+    except Refused as exc:
+        raise HTTPException(exc.status, exc.message) from None
+    acting(principal)
+    request.state.principal = principal
     return found
 
 
@@ -73,7 +85,10 @@ def _safe_next(target: str | None) -> str:
 def _page(request: Request, template: str, sess: session.BrowserSession | None, status: int = 200,
           **context: Any) -> HTMLResponse:
     section = SECTIONS.get(template.split(".")[0])
-    return _templates.TemplateResponse(request, template, {"session": sess, "section": section, **context},
+    principal = getattr(request.state, "principal", None)
+    can = {action: principal is not None and principal.may(needed) for action, needed in PAGE_ACTIONS.items()}
+    return _templates.TemplateResponse(request, template, {"session": sess, "section": section, "can": can,
+                                                           "principal": principal, **context},
                                        status_code=status)
 
 
@@ -117,20 +132,20 @@ def build_router() -> APIRouter:
         return _page(request, "signin.html", None, next=_safe_next(next), error=None)
 
     @router.post("/signin")
-    def signin(request: Request, token: str = Form(""), next: str = Form("")) -> Response:
-        refusal = token_refusal(token.strip(), _key(request))
-        if refusal is not None:
+    async def signin(request: Request, token: str = Form(""), next: str = Form("")) -> Response:
+        principal, why = await run_in_threadpool(_client(request).tokens.resolve, token.strip(), _key(request))
+        if principal is None:
             return _page(request, "signin.html", None, status=401, next=_safe_next(next),
-                         error="That token is not this server's API token.")
-        value, _ = session.issue(_key(request))
+                         error=f"That token does not open this server ({why}).")
+        value, _ = session.issue(_key(request), principal.token_id or session.LOCAL)
         response = RedirectResponse(_safe_next(next), 303)
         response.set_cookie(session.COOKIE, value, max_age=session.LIFETIME_SECONDS, path=PREFIX, httponly=True,
                             samesite="strict", secure=request.url.scheme == "https")
         return response
 
     @router.post("/signout")
-    def signout(request: Request, csrf: str = Form("")) -> Response:
-        sess = _session(request)
+    async def signout(request: Request, csrf: str = Form("")) -> Response:
+        sess = await _session(request, "view")
         _check_csrf(request, sess, csrf)
         response = RedirectResponse(f"{PREFIX}/signin", 303)
         response.delete_cookie(session.COOKIE, path=PREFIX)
@@ -143,7 +158,7 @@ def build_router() -> APIRouter:
                        agent: str = "", tag: str = "", skill: str = "", recent: str = "",
                        repo: str = Query("", max_length=4096), cursor: str = "",
                        offset: int = Query(0, ge=0, le=10_000), forgot: str = "") -> HTMLResponse:
-        sess = _session(request)
+        sess = await _session(request, "view")
         browser = _client(request).browser
         filters = BrowseFilters(memory_type=type or None, tier=tier.upper() if tier.upper() in TIERS else None,
                                 agent_id=agent or None, tag=tag or None, recent=recent if recent in RECENT else None)
@@ -163,14 +178,14 @@ def build_router() -> APIRouter:
 
     @router.get("/memories/{memory_id}", response_class=HTMLResponse)
     async def memory(request: Request, memory_id: str, saved: str = "", voted: str = "") -> HTMLResponse:
-        sess = _session(request)
+        sess = await _session(request, "view")
         detail = await run_in_threadpool(_memory_or_404, request, memory_id)
         return _page(request, "memory.html", sess, detail=detail, m=detail["record"], saved=saved, voted=voted,
                      dagster=_dagster_url(request))
 
     @router.get("/memories/{memory_id}/edit", response_class=HTMLResponse)
     async def edit_form(request: Request, memory_id: str) -> HTMLResponse:
-        sess = _session(request)
+        sess = await _session(request, "edit")
         detail = await run_in_threadpool(_memory_or_404, request, memory_id)
         if detail["record"].status != "active":
             raise HTTPException(409, "an archived memory cannot be edited")
@@ -179,7 +194,7 @@ def build_router() -> APIRouter:
     @router.post("/memories/{memory_id}/edit")
     async def edit(request: Request, memory_id: str, csrf: str = Form(""), content: str = Form(""),
                    context: str = Form(""), resolution: str = Form(""), tags: str = Form("")) -> Response:
-        sess = _session(request)
+        sess = await _session(request, "edit")
         _check_csrf(request, sess, csrf)
         browser = _client(request).browser
         if not content.strip():
@@ -195,7 +210,7 @@ def build_router() -> APIRouter:
 
     @router.post("/memories/{memory_id}/feedback")
     async def feedback(request: Request, memory_id: str, csrf: str = Form(""), helpful: str = Form(...)) -> Response:
-        sess = _session(request)
+        sess = await _session(request, "feedback")
         _check_csrf(request, sess, csrf)
         if helpful not in ("yes", "no"):
             raise HTTPException(400, "helpful must be yes or no")
@@ -208,16 +223,17 @@ def build_router() -> APIRouter:
 
     @router.get("/memories/{memory_id}/forget", response_class=HTMLResponse)
     async def forget_confirm(request: Request, memory_id: str) -> HTMLResponse:
-        sess = _session(request)
+        sess = await _session(request, "forget")
         detail = await run_in_threadpool(_memory_or_404, request, memory_id)
         preview = await run_in_threadpool(_client(request).browser.forget_preview, [memory_id])
         return _page(request, "forget.html", sess, m=detail["record"], preview=preview)
 
     @router.post("/memories/{memory_id}/forget")
     async def forget(request: Request, memory_id: str, csrf: str = Form("")) -> Response:
-        sess = _session(request)
+        sess = await _session(request, "forget")
         _check_csrf(request, sess, csrf)
-        report = await run_in_threadpool(_client(request).forget, memory_ids=[memory_id])
+        # purged: the memory leaves the database server's files too (tables, statistics, WAL)
+        report = await run_in_threadpool(_client(request).forget, memory_ids=[memory_id], purge=True)
         if not report.get("memories_deleted"):
             raise HTTPException(404, f"no memory with id {memory_id!r}")
         log.info("memory browser: forgot memory %s (%s)", memory_id,
@@ -228,14 +244,14 @@ def build_router() -> APIRouter:
 
     @router.get("/skills", response_class=HTMLResponse)
     async def skills(request: Request, offset: int = Query(0, ge=0, le=1_000_000)) -> HTMLResponse:
-        sess = _session(request)
+        sess = await _session(request, "view")
         rows, total = await run_in_threadpool(_client(request).browser.skills_page, offset)
         return _page(request, "skills.html", sess, skills=rows, total=total, offset=offset, page_size=PAGE_SIZE)
 
     @router.get("/skills/{slug}", response_class=HTMLResponse)
     async def skill(request: Request, slug: str, version: str = Query("", max_length=32),
                     diff: str = Query("", max_length=32)) -> HTMLResponse:
-        sess = _session(request)
+        sess = await _session(request, "view")
         detail = await run_in_threadpool(_client(request).browser.skill_detail, slug, version or None)
         if detail is None:
             raise HTTPException(404, f"no skill {slug!r}" + (f" version {version!r}" if version else ""))
@@ -251,7 +267,7 @@ def build_router() -> APIRouter:
 
     @router.get("/overview", response_class=HTMLResponse)
     async def overview(request: Request) -> HTMLResponse:
-        sess = _session(request)
+        sess = await _session(request, "view")
         data = await run_in_threadpool(_client(request).browser.overview)
         return _page(request, "overview.html", sess, o=data, dagster=_dagster_url(request))
 
