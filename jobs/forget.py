@@ -90,6 +90,8 @@ class ForgetConfig(dg.Config):
     segment_id: Optional[str] = None
     memory_ids: list[str] = []
     vacuum: bool = False
+    #: as ``ultron forget``: also rewrite the server's files (tables, statistics, WAL) without it
+    purge: bool = True
 
 
 @dg.op(description="Forget a session file, an agent, a segment or memories everywhere (rows, clusters, "
@@ -98,7 +100,7 @@ def forget_everywhere(context: dg.OpExecutionContext, config: ForgetConfig, ultr
                       llm: LLMResource) -> None:
     client = ultron.client(llm)
     report = client.forget(config.memory_ids or None, config.segment_id, config.session_file, config.agent_id,
-                           vacuum=config.vacuum)
+                           vacuum=config.vacuum, purge=config.purge)
     removed = remove_forgotten_partitions(context.instance, report, client)
     context.log.info(f"forget: {report.get('tables')}; files {report.get('files')}; "
                      f"{len(removed)} partitions removed")

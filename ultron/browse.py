@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import threading
+import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
 from ultron.context import ServiceContext
@@ -27,6 +29,8 @@ MESSAGE_CHARS = 2000
 #: A query's results are ranked once, this many at most, then paged.
 SEARCH_POOL = 200
 PAGE_SIZE = 25
+#: The overview is counted at most this often (per server process).
+OVERVIEW_SECONDS = 60.0
 
 
 @dataclass
@@ -64,6 +68,8 @@ class Browser:
         self.settings = ctx.settings
         self.memory = memory
         self.skills = skills
+        self._overview: tuple[float, dict[str, Any]] | None = None
+        self._overview_lock = threading.Lock()
 
     # -- the memory list ---------------------------------------------------------------------
 
@@ -99,8 +105,6 @@ class Browser:
                                               count_hits=False)
         cutoff = None
         if filters.recent in RECENT_DAYS:
-            from datetime import timedelta, timezone
-
             cutoff = datetime.now(timezone.utc) - timedelta(days=RECENT_DAYS[filters.recent])
         wanted = set(filters.memory_ids) if filters.memory_ids is not None else None
         kept = [r for r in results
@@ -200,7 +204,25 @@ class Browser:
 
     # -- overview ------------------------------------------------------------------------------------
 
-    def overview(self) -> dict[str, Any]:
+    def overview(self, max_age: float = OVERVIEW_SECONDS) -> dict[str, Any]:
+        """The store at a glance. It counts every memory, so it is computed at most once per
+        ``max_age`` seconds per process and shown with its time (a dashboard a minute old is
+        still true enough; recounting a million rows on every visit is not cheap enough)."""
+        now = time.monotonic()
+        with self._overview_lock:
+            cached = self._overview
+            if cached is not None and now - cached[0] < max_age:
+                return cached[1]
+            data = self._count_overview()
+            self._overview = (time.monotonic(), data)
+            return data
+
+    def forget_cached(self) -> None:
+        """Drop the cached overview (a forget must not leave its names on a page for a minute)."""
+        with self._overview_lock:
+            self._overview = None
+
+    def _count_overview(self) -> dict[str, Any]:
         with self.db.engine.connect() as conn:
             counts = memory_store.memory_counts(conn)
             weeks = store.created_by_week(conn)
@@ -208,7 +230,8 @@ class Browser:
             fallbacks = store.fallback_counts(conn)
             top_skills = store.skills_by_reliability(conn, 10, include_retired=False)
             usage = _llm_usage(conn)
-        return {"counts": counts, "weeks": weeks, "problem_files": problem_files, "problems": problems,
+        return {"as_of": datetime.now(timezone.utc), "counts": counts, "weeks": weeks,
+                "problem_files": problem_files, "problems": problems,
                 "fallbacks": fallbacks, "top_skills": top_skills, "llm_usage": usage,
                 "llm": {"provider": self.settings.resolved_llm_provider,
                         "model": self.settings.llm_model if self.settings.resolved_llm_provider == "openai" else None}}

@@ -312,6 +312,8 @@ class Ultron:
         target = (f"agent:{digest(agent_id)}" if agent_id and not session_file else
                   f"session:{digest(session_file)}" if session_file else f"segment:{segment_id}" if segment_id else
                   "memories:" + ",".join(list(memory_ids or [])[:20]))
+        if self._browser is not None:
+            self._browser.forget_cached()
         self.audit("forget", target, **{k: v for k, v in report.items() if isinstance(v, int) and v})
         return report
 

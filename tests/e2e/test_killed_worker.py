@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import EXTERNAL
 import sqlalchemy as sa
 
 from ultron.db import claims as claim_store
@@ -134,6 +136,8 @@ def _held(db) -> list[str]:
 
 @pytest.mark.parametrize("task,nth", [("segment", 2), ("judge", 2), ("extract", 2), ("topic", 1)])
 def test_the_run_after_a_killed_worker_does_its_work_at_once(db, fleet, uninterrupted, task, nth):
+    if EXTERNAL and task in ("segment", "extract"):
+        pytest.skip("the embedded pass kills at every step; on an external server one claim step and the lease do")
     base, reset, maintain = fleet
     reset()
     llm = StallingLLM(task, nth)

@@ -81,9 +81,18 @@ def count(conn: sa.Connection, filters: BrowseFilters, cap: int = COUNT_CAP) -> 
     return min(int(n), cap), int(n) > cap
 
 
+#: The active memories' types, one index probe per type (a loose index scan of the partial
+#: indexes led by ``memory_type``): a DISTINCT read every active row, 60 ms at 100k.
+_TYPES_CTE = """types(t) AS (
+    (SELECT memory_type FROM memory_records WHERE status = 'active' ORDER BY memory_type LIMIT 1)
+    UNION ALL
+    SELECT (SELECT memory_type FROM memory_records WHERE status = 'active' AND memory_type > types.t
+            ORDER BY memory_type LIMIT 1) FROM types WHERE types.t IS NOT NULL)"""
+
+
 def memory_types(conn: sa.Connection) -> list[str]:
     return list(conn.execute(sa.text(
-        "SELECT DISTINCT memory_type FROM memory_records WHERE status = 'active' ORDER BY 1")).scalars())
+        f"WITH RECURSIVE {_TYPES_CTE} SELECT t FROM types WHERE t IS NOT NULL ORDER BY 1")).scalars())
 
 
 def agents(conn: sa.Connection, limit: int = 500) -> list[str]:
@@ -99,9 +108,10 @@ def agents(conn: sa.Connection, limit: int = 500) -> list[str]:
            SELECT agent FROM a WHERE agent IS NOT NULL LIMIT :n"""), {"n": limit}).scalars())
 
 
-def top_tags(conn: sa.Connection, limit: int = 40, sample: int = 20_000) -> list[str]:
+def top_tags(conn: sa.Connection, limit: int = 40, sample: int = 2_000) -> list[str]:
     """The commonest tags among the newest ``sample`` memories (a full tally over a million
-    rows would cost seconds for a drop-down)."""
+    rows would cost seconds for a drop-down; each sampled memory is a heap page read, so
+    20,000 cost 55-80 ms on every list page, 2,000 about 10 ms)."""
     return list(conn.execute(sa.text(
         """SELECT t FROM (SELECT tags FROM memory_records WHERE status = 'active'
                           ORDER BY created_at DESC, id DESC LIMIT :s) m, unnest(m.tags) t
@@ -240,12 +250,22 @@ def drop_revisions(conn: sa.Connection, memory_ids: Sequence[str]) -> int:
 
 
 def created_by_week(conn: sa.Connection, weeks: int = 12) -> list[dict[str, Any]]:
-    """Active memories created per ISO week and type, for the last ``weeks`` weeks."""
+    """Active memories created per ISO week and type, for the last ``weeks`` weeks: one
+    index-only range count per (week, type) on the browse index by type, where grouping
+    every row by ``date_trunc`` sorted them all (on disk past 4 MB of work_mem)."""
     rows = conn.execute(sa.text(
-        """SELECT date_trunc('week', created_at)::date AS week, memory_type, count(*) AS n
-           FROM memory_records WHERE status = 'active'
-             AND created_at >= date_trunc('week', now()) - make_interval(weeks => :w - 1)
-           GROUP BY 1, 2 ORDER BY 1, 2"""), {"w": weeks})
+        f"""WITH RECURSIVE {_TYPES_CTE}
+            SELECT w.week::date AS week, types.t AS memory_type, c.n
+            FROM generate_series(date_trunc('week', now()) - make_interval(weeks => :w - 1),
+                                 date_trunc('week', greatest(now(), (SELECT max(created_at) FROM memory_records
+                                                                     WHERE status = 'active'))),
+                                 interval '1 week') w(week)
+            CROSS JOIN types
+            CROSS JOIN LATERAL (SELECT count(*) AS n FROM memory_records m
+                                WHERE m.status = 'active' AND m.memory_type = types.t
+                                  AND m.created_at >= w.week AND m.created_at < w.week + interval '1 week') c
+            WHERE types.t IS NOT NULL AND c.n > 0
+            ORDER BY 1, 2"""), {"w": weeks})
     return [dict(r._mapping) for r in rows]
 
 
