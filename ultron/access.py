@@ -39,18 +39,15 @@ class Principal:
     token_id: str | None = None
 
     def may(self, action: str) -> bool:
-        return _RANK[self.scope] >= _RANK[ACTIONS[action]]
+        """``action`` is the scope it needs: read, write or admin."""
+        return _RANK[self.scope] >= _RANK[action]
 
 
 LOCAL_ADMIN = Principal("local-admin", "admin")
 
-#: What each action needs. Every door maps its routes, tools or pages onto these.
-ACTIONS = {
-    "read": "read",            # search, details, lists, bundles, skills, stats, the browser's pages
-    "write": "write",          # upload, ingest, feedback
-    "admin": "admin",          # forget, edits, tokens, exports, the audit log
-}
-
+#: Every door maps its routes, tools or pages onto the scope each needs (its "action"):
+#: read (search, details, lists, bundles, skills, stats, the browser's pages), write (upload,
+#: ingest, feedback), admin (forget, edits, tokens, exports, the audit log).
 #: The HTTP API: (method, route path) -> action. A route missing here is refused with 500
 #: (and the authorization matrix test fails), so no new route is ever open by accident.
 ROUTE_ACTIONS: dict[tuple[str, str], str] = {
@@ -106,13 +103,13 @@ class Refused(Exception):
 def authorize(principal: Principal | None, action: str, refusal: str | None = None) -> Principal:
     """The one decision: the principal when it may do ``action``, else :class:`Refused`.
     ``refusal`` says why no principal could be resolved (missing, invalid, revoked, expired)."""
-    if action not in ACTIONS:
+    if action not in _RANK:
         raise Refused(500, f"no access rule for action {action!r}")
     if principal is None:
         raise Refused(401, refusal or "missing bearer token: send 'Authorization: Bearer <token>'")
     if not principal.may(action):
         raise Refused(403, f"token {principal.name!r} has scope {principal.scope}; this needs "
-                           f"{ACTIONS[action]}")
+                           f"{action}")
     return principal
 
 
