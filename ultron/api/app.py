@@ -561,5 +561,5 @@ def create_app(settings: Settings | None = None, *, client=None, token: str | No
     router = APIRouter(dependencies=[Depends(require_access)])
     build_routes(router, settings)
     app.include_router(router)
-    app.state.mcp_sessions = mount_mcp(app, app.state.token_bytes)
+    app.state.mcp_sessions = mount_mcp(app)
     return app

@@ -75,15 +75,16 @@ def _refused(exc: Refused) -> HTTPException:
     return HTTPException(exc.status, exc.message, headers=headers)
 
 
-async def resolve_principal(request: Request, token: str | None) -> tuple[Principal | None, str | None]:
-    """The principal behind a presented token: the server's own (no database read), else a
-    named token (one primary-key read, cached for a few seconds)."""
-    expected = request.app.state.token_bytes
+async def resolve_principal(app, token: str | None) -> tuple[Principal | None, str | None]:
+    """The principal behind a token presented to ``app`` (its routes and its /mcp mount): the
+    server's own (no database read, no thread), else a named token (``Tokens.resolve``: one
+    primary-key read, cached for a few seconds)."""
+    expected = app.state.token_bytes
     if token and token_refusal(token, expected) is None:
         return LOCAL_ADMIN, None
-    if not token or not token.startswith("ult_") or request.app.state.client is None:
+    if not token or not token.startswith("ult_") or app.state.client is None:
         return None, token_refusal(token, expected)
-    return await run_in_threadpool(request.app.state.client.tokens.resolve, token, expected)
+    return await run_in_threadpool(app.state.client.tokens.resolve, token, expected)
 
 
 async def require_access(request: Request,
@@ -94,7 +95,7 @@ async def require_access(request: Request,
     route = request.scope.get("route")
     method = "GET" if request.method == "HEAD" else request.method
     action = ROUTE_ACTIONS.get((method, getattr(route, "path", request.url.path)))
-    principal, why = await resolve_principal(request, credentials.credentials if credentials is not None else None)
+    principal, why = await resolve_principal(request.app, credentials.credentials if credentials is not None else None)
     try:
         if action is None:
             raise Refused(500, f"no access rule for {method} {getattr(route, 'path', request.url.path)}")

@@ -19,13 +19,13 @@ from __future__ import annotations
 import json
 
 from fastapi import FastAPI
-from fastapi.concurrency import run_in_threadpool
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.routing import Route
 
-from ultron.access import LOCAL_ADMIN, acting, token_refusal
+from ultron.access import acting
+from ultron.api.auth import resolve_principal
 from ultron.mcp import LazyUltron, build_server
 
 MCP_PATH = "/mcp"
@@ -56,7 +56,7 @@ class BearerGuard:
         await self.app(scope, receive, send)
 
 
-def mount_mcp(app: FastAPI, token_bytes: bytes) -> StreamableHTTPSessionManager:
+def mount_mcp(app: FastAPI) -> StreamableHTTPSessionManager:
     """Serve the MCP server at ``/mcp`` of ``app``, on the app's SDK client (``app.state.client``,
     created by the lifespan); returns the session manager the lifespan must run."""
     server = build_server(LazyUltron(lambda: app.state.client))
@@ -65,13 +65,7 @@ def mount_mcp(app: FastAPI, token_bytes: bytes) -> StreamableHTTPSessionManager:
         streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     manager = server.session_manager
-    async def resolve(token: str | None):
-        if token and token_refusal(token, token_bytes) is None:
-            return LOCAL_ADMIN, None
-        if not token or not token.startswith("ult_") or app.state.client is None:
-            return None, token_refusal(token, token_bytes)
-        return await run_in_threadpool(app.state.client.tokens.resolve, token, token_bytes)
-
-    app.router.routes.append(Route(MCP_PATH, endpoint=BearerGuard(StreamableHTTPASGIApp(manager), resolve),
+    guard = BearerGuard(StreamableHTTPASGIApp(manager), lambda token: resolve_principal(app, token))
+    app.router.routes.append(Route(MCP_PATH, endpoint=guard,
                                    include_in_schema=False))
     return manager
