@@ -37,6 +37,8 @@ def _client(settings: Settings):
 def _tokens(settings: Settings, args: argparse.Namespace) -> int:
     from ultron.tokens import TokenError
 
+    if args.action != "list" and not args.name:
+        raise CLIError(f"ultron tokens {args.action} needs --name", 2)
     tokens = _client(settings).tokens
     try:
         if args.action == "create":
@@ -111,14 +113,4 @@ def add_parsers(sub: argparse._SubParsersAction, json_flag: Callable[..., None])
     json_flag(au, "the entries")
 
 
-def _check(args: argparse.Namespace) -> None:
-    if args.command == "tokens" and args.action != "list" and not args.name:
-        raise CLIError(f"ultron tokens {args.action} needs --name", 2)
-
-
-def _tokens_checked(settings: Settings, args: argparse.Namespace) -> int:
-    _check(args)
-    return _tokens(settings, args)
-
-
-COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {"tokens": _tokens_checked, "audit": _audit}
+COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {"tokens": _tokens, "audit": _audit}
