@@ -49,7 +49,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _support import machine_line, private_home  # noqa: E402
-from search import (AGENTS, centres, load_texts, log, maintenance, percentile,  # noqa: E402
+from search import (AGENTS, centres, load_texts, log, maintenance, percentile, reused_build,  # noqa: E402
                     secondary_indexes, store_vectors)
 
 TOKEN = "benchmark-browser-token-0123456789"
@@ -304,12 +304,9 @@ def build(db, home: Path, size: int, args: argparse.Namespace) -> dict[str, Any]
     import sqlalchemy as sa
 
     record = home / "browser-build.json"
-    with db.engine.connect() as conn:
-        have = conn.execute(sa.text("SELECT count(*) FROM memory_records")).scalar_one()
-    if have == size and record.is_file():
-        return json.loads(record.read_text()) | {"reused": True}
-    if have:
-        raise SystemExit(f"{home} holds {have:,} memories, not {size:,}: remove it or use another --keep-home")
+    reused = reused_build(db, home, size, record)
+    if reused is not None:
+        return reused
     log(f"building {size:,} memories in {home}")
     t_all = time.perf_counter()
     texts, _ = load_texts(args.text)

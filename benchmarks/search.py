@@ -153,17 +153,28 @@ def maintenance(conn, args: argparse.Namespace) -> None:
                          f"SET max_parallel_maintenance_workers = {int(args.parallel_workers)}")
 
 
-def build(db, home: Path, size: int, vectors: np.ndarray, texts, args: argparse.Namespace) -> dict[str, Any]:
-    """Bulk-load ``size`` memories (or reuse them): the figures go to ``home/build.json``."""
+def reused_build(db, home: Path, size: int, record: Path) -> dict[str, Any] | None:
+    """The figures of a store of ``size`` memories already built in ``home`` (``--keep-home``),
+    or None when it is empty; a store of another size stops the run."""
     import sqlalchemy as sa
 
-    record = home / "build.json"
     with db.engine.connect() as conn:
         have = conn.execute(sa.text("SELECT count(*) FROM memory_records")).scalar_one()
     if have == size and record.is_file():
         return json.loads(record.read_text()) | {"reused": True}
     if have:
         raise SystemExit(f"{home} holds {have:,} memories, not {size:,}: remove it or use another --keep-home")
+    return None
+
+
+def build(db, home: Path, size: int, vectors: np.ndarray, texts, args: argparse.Namespace) -> dict[str, Any]:
+    """Bulk-load ``size`` memories (or reuse them): the figures go to ``home/build.json``."""
+    import sqlalchemy as sa
+
+    record = home / "build.json"
+    reused = reused_build(db, home, size, record)
+    if reused is not None:
+        return reused
     log(f"building {size:,} memories in {home}")
     t0 = time.perf_counter()
     with db.engine.begin() as conn:
