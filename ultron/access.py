@@ -37,10 +37,17 @@ class Principal:
     name: str
     scope: str
     token_id: str | None = None
+    #: the agents a bound token acts for (sees their memories plus the shared ones, writes
+    #: only as them); None: every agent
+    agents: tuple[str, ...] | None = None
 
     def may(self, action: str) -> bool:
         """``action`` is the scope it needs: read, write or admin."""
         return _RANK[self.scope] >= _RANK[action]
+
+    def sees(self, agent_id: str | None, shared: bool) -> bool:
+        """Whether a memory of ``agent_id`` (``shared`` or not) exists for this principal."""
+        return self.agents is None or bool(shared) or (agent_id is not None and agent_id in self.agents)
 
 
 LOCAL_ADMIN = Principal("local-admin", "admin")
@@ -121,6 +128,62 @@ def token_refusal(token: str | None, expected: bytes) -> str | None:
     if not hmac.compare_digest(token.encode("latin-1", "replace"), expected):
         return "invalid bearer token"
     return None
+
+
+# -- agent visibility: what a bound token may see and write as ----------------------------------
+#
+# Every read of memories and skills asks :func:`visible_agents` (the SQL filters and the
+# per-record checks take its answer), every write as an agent asks :func:`writing_agent`,
+# every forget or ingest naming an agent asks :func:`check_agent`. Outside a door (the CLI,
+# Dagster runs, the SDK in a script) no principal is acting and everything is visible.
+
+
+def visible_agents() -> tuple[str, ...] | None:
+    """The agents whose private memories the acting principal sees (plus every shared
+    memory); None: all memories (an unbound token, the server's token, no door)."""
+    principal = _principal.get()
+    return None if principal is None else principal.agents
+
+
+def sees(agent_id: str | None, shared: bool) -> bool:
+    """Whether the acting principal may see a memory owned by ``agent_id``."""
+    principal = _principal.get()
+    return principal is None or principal.sees(agent_id, shared)
+
+
+def sees_all(owners: "list[tuple[str | None, bool]]") -> bool:
+    """A skill (or anything built from several memories) is visible only when each of them
+    is: its steps and citations carry their text."""
+    principal = _principal.get()
+    return principal is None or all(principal.sees(a, s) for a, s in owners)
+
+
+def writing_agent(agent_id: str | None) -> str | None:
+    """The agent an upload, ingest or feedback by the acting principal is recorded as: the
+    one it names when the principal acts for it, the principal's only agent when it names
+    none; :class:`Refused` (403) for another agent's, (400) when a token of several agents
+    names none."""
+    principal = _principal.get()
+    if principal is None or principal.agents is None:
+        return agent_id
+    if agent_id is None:
+        if len(principal.agents) == 1:
+            return principal.agents[0]
+        raise Refused(400, f"token {principal.name!r} acts for {len(principal.agents)} agents: say which "
+                           "one with agent_id")
+    check_agent(agent_id)
+    return agent_id
+
+
+def check_agent(agent_id: str | None) -> None:
+    """:class:`Refused` (403) unless the acting principal acts for ``agent_id`` (a forget or
+    ingest of a whole agent's or session's data); an agent-bound token must name one."""
+    principal = _principal.get()
+    if principal is None or principal.agents is None:
+        return
+    if agent_id is None or agent_id not in principal.agents:
+        raise Refused(403, f"token {principal.name!r} acts only for agent(s) {', '.join(principal.agents)}"
+                      + (f", not {agent_id!r}" if agent_id else "; say which with agent_id"))
 
 
 # -- who is acting, for the audit log --------------------------------------------------------------

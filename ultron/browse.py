@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
+from ultron import access
 from ultron.context import ServiceContext
 from ultron.db import browse as store
 from ultron.db import llm_usage as llm_usage_store
@@ -68,7 +69,8 @@ class Browser:
         self.settings = ctx.settings
         self.memory = memory
         self.skills = skills
-        self._overview: tuple[float, dict[str, Any]] | None = None
+        #: per view (None: everything; else an agent-bound viewer's agents)
+        self._overview: dict[tuple[str, ...] | None, tuple[float, dict[str, Any]]] = {}
         self._overview_lock = threading.Lock()
 
     # -- the memory list ---------------------------------------------------------------------
@@ -81,6 +83,7 @@ class Browser:
         after), paged by ``offset``. ``skill``: only the memories behind that skill's current
         version; ``stale_repo``: only memories whose files changed in that checkout."""
         self.memory.flush_hits()
+        filters = replace(filters, visible=access.visible_agents())
         stale: dict[str, str] = {}
         if skill:
             found = self.skills.get_skill(skill)
@@ -118,9 +121,13 @@ class Browser:
 
     def choices(self) -> dict[str, list[str]]:
         """The filter drop-downs' values: types, agents, common tags, skills."""
+        mine = access.visible_agents()
         with self.db.engine.connect() as conn:
-            return {"types": store.memory_types(conn), "agents": store.agents(conn), "tags": store.top_tags(conn),
-                    "skills": [s["slug"] for s in store.skills_by_reliability(conn, 500)]}
+            agents = store.agents(conn)
+            return {"types": store.memory_types(conn),
+                    "agents": agents if mine is None else [a for a in agents if a in mine],
+                    "tags": store.top_tags(conn, visible=mine),
+                    "skills": [s["slug"] for s in store.skills_by_reliability(conn, 500, visible=mine)]}
 
     # -- one memory ------------------------------------------------------------------------------
 
@@ -130,8 +137,11 @@ class Browser:
         record = self.memory.get_memory(memory_id)
         if record is None:
             return None
+        mine = access.visible_agents()
         with self.db.engine.connect() as conn:
             sources = memory_store.contribution_rows(conn, memory_id)
+            if mine is not None:  # another agent's session lines are not an agent-bound viewer's to read
+                sources = [s for s in sources if s["agent_id"] in mine]
             segment_rows = store.segments(conn, sorted({s["segment_id"] for s in sources if s["segment_id"]}
                                                        | ({record.segment_id} if record.segment_id else set())))
             files = sorted({(s["agent_id"], s["session_file"]) for s in sources
@@ -149,9 +159,10 @@ class Browser:
                     line["text"] = self.ctx.redactor.redact(message_text(line))
                 s["first_line"], s["last_line"] = start, end
                 s["partition"] = partitions.get((s["agent_id"], s["session_file"]))
-            cluster = store.cluster_of(conn, memory_id)
+            # a cluster's topic is drawn from every member's text: not for an agent-bound viewer
+            cluster = store.cluster_of(conn, memory_id) if mine is None else None
             return {"record": record, "sources": sources, "revisions": store.revisions(conn, memory_id),
-                    "cluster": cluster, "skills": store.skills_using(conn, memory_id),
+                    "cluster": cluster, "skills": store.skills_using(conn, memory_id, visible=mine),
                     "partitioning": self.settings.partitioning}
 
     def edit(self, memory_id: str, *, content: str, context: str, resolution: str, tags: Sequence[str],
@@ -162,6 +173,9 @@ class Browser:
 
         who = actor()
         before = self.memory.get_memory(memory_id)
+        mine = access.visible_agents()
+        if before is None or (mine is not None and before.agent_id not in mine):
+            return None  # an agent-bound admin edits only its agents' memories
         record = edit_memory(self.memory, memory_id, content=content, context=context, resolution=resolution,
                              tags=tags, edited_by=who if edited_by == "browser" else edited_by)
         if record is not None and before is not None and record.updated_at != before.updated_at:
@@ -176,7 +190,7 @@ class Browser:
         current version is re-synthesised from what remains, or retired below the
         crystallisation threshold."""
         with self.db.engine.connect() as conn:
-            preview = store.forget_preview(conn, memory_ids)
+            preview = store.forget_preview(conn, memory_ids, visible=access.visible_agents())
         threshold = self.settings.crystallization_threshold
         for skill in preview["skills"]:
             left = skill.get("remaining")
@@ -188,8 +202,10 @@ class Browser:
     # -- skills ------------------------------------------------------------------------------------
 
     def skills_page(self, offset: int = 0, limit: int = PAGE_SIZE) -> tuple[list[dict[str, Any]], int]:
+        mine = access.visible_agents()
         with self.db.engine.connect() as conn:
-            return store.skills_by_reliability(conn, limit, offset), store.count_current_skills(conn)
+            return (store.skills_by_reliability(conn, limit, offset, visible=mine),
+                    store.count_current_skills(conn, visible=mine))
 
     def skill_detail(self, slug: str, version: str | None = None) -> dict[str, Any] | None:
         """A skill version with every version of its slug (for the diff) and the memories
@@ -198,8 +214,9 @@ class Browser:
         if skill is None:
             return None
         with self.db.engine.connect() as conn:
-            versions = store.skill_versions(conn, slug)
-            members = {r.id: r for r in memory_store.get_records(conn, list(skill["memory_ids"]))}
+            versions = store.skill_versions(conn, slug, visible=access.visible_agents())
+            members = {r.id: r for r in memory_store.get_records(conn, list(skill["memory_ids"]))
+                       if access.sees(r.agent_id, r.shared)}
         return {"skill": skill, "versions": versions, "members": members}
 
     # -- overview ------------------------------------------------------------------------------------
@@ -209,26 +226,30 @@ class Browser:
         ``max_age`` seconds per process and shown with its time (a dashboard a minute old is
         still true enough; recounting a million rows on every visit is not cheap enough)."""
         now = time.monotonic()
+        view = access.visible_agents()
         with self._overview_lock:
-            cached = self._overview
+            cached = self._overview.get(view)
             if cached is not None and now - cached[0] < max_age:
                 return cached[1]
-            data = self._count_overview()
-            self._overview = (time.monotonic(), data)
+            data = self._count_overview(view)
+            if len(self._overview) > 100:
+                self._overview.clear()
+            self._overview[view] = (time.monotonic(), data)
             return data
 
     def forget_cached(self) -> None:
         """Drop the cached overview (a forget must not leave its names on a page for a minute)."""
         with self._overview_lock:
-            self._overview = None
+            self._overview.clear()
 
-    def _count_overview(self) -> dict[str, Any]:
+    def _count_overview(self, view: tuple[str, ...] | None) -> dict[str, Any]:
+        """``view``: an agent-bound viewer's agents; its counts, weeks, files and skills are theirs."""
         with self.db.engine.connect() as conn:
-            counts = memory_store.memory_counts(conn)
-            weeks = store.created_by_week(conn)
-            problem_files, problems = store.ingestion_problems(conn)
+            counts = memory_store.memory_counts(conn, visible=view)
+            weeks = store.created_by_week(conn, visible=view)
+            problem_files, problems = store.ingestion_problems(conn, visible=view)
             fallbacks = store.fallback_counts(conn)
-            top_skills = store.skills_by_reliability(conn, 10, include_retired=False)
+            top_skills = store.skills_by_reliability(conn, 10, include_retired=False, visible=view)
             usage = _llm_usage(conn)
         return {"as_of": datetime.now(timezone.utc), "counts": counts, "weeks": weeks,
                 "problem_files": problem_files, "problems": problems,

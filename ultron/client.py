@@ -174,9 +174,10 @@ class _Calls:
     """The request of every method; the two clients only differ in how they send it."""
 
     @staticmethod
-    def upload_memory(content, context, resolution, tags, agent_id) -> _Call:
+    def upload_memory(content, context, resolution, tags, agent_id, shared=False) -> _Call:
         body = {"content": content, "context": context, "resolution": resolution,
-                **_without_none(tags=None if tags is None else list(tags), agent_id=agent_id)}
+                **_without_none(tags=None if tags is None else list(tags), agent_id=agent_id),
+                **({"shared": True} if shared else {})}
         return _Call("POST", "/memories/upload", body)
 
     @staticmethod
@@ -312,9 +313,11 @@ class UltronClient(_Base):
     # memories
 
     def upload_memory(self, content: str, context: str = "", resolution: str = "",
-                      tags: Iterable[str] | None = None, agent_id: str | None = None) -> dict[str, Any]:
-        """Store a memory; returns the record as stored or merged (``action``)."""
-        return self._run(_Calls.upload_memory(content, context, resolution, tags, agent_id))
+                      tags: Iterable[str] | None = None, agent_id: str | None = None,
+                      shared: bool = False) -> dict[str, Any]:
+        """Store a memory; returns the record as stored or merged (``action``). ``shared``:
+        tokens bound to other agents see it too."""
+        return self._run(_Calls.upload_memory(content, context, resolution, tags, agent_id, shared))
 
     def search_memories(self, query: str, detail_level: str = "l1", limit: int = 10, tier: str | None = None,
                         tags: Iterable[str] | None = None, agent_id: str | None = None,
@@ -407,8 +410,9 @@ class AsyncUltronClient(_Base):
         return self._result(call, response)
 
     async def upload_memory(self, content: str, context: str = "", resolution: str = "",
-                            tags: Iterable[str] | None = None, agent_id: str | None = None) -> dict[str, Any]:
-        return await self._run(_Calls.upload_memory(content, context, resolution, tags, agent_id))
+                            tags: Iterable[str] | None = None, agent_id: str | None = None,
+                            shared: bool = False) -> dict[str, Any]:
+        return await self._run(_Calls.upload_memory(content, context, resolution, tags, agent_id, shared))
 
     async def search_memories(self, query: str, detail_level: str = "l1", limit: int = 10,
                               tier: str | None = None, tags: Iterable[str] | None = None,

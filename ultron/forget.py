@@ -62,6 +62,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ultron import access
 from ultron.context import ServiceContext
 from ultron.db import clusters as cluster_store
 from ultron.db import feedback as feedback_store
@@ -104,6 +105,22 @@ class _Skills:
     clusters_changed: set[str] = field(default_factory=set)
 
 
+def _check_owner(memory: MemoryService, memory_ids: Sequence[str] | None, segment_id: str | None,
+                 session_file: str | None, agent_id: str | None) -> None:
+    """An agent-bound principal forgets only what its agents own: their memories (a memory
+    it cannot see, or another agent's shared one, is refused as unknown: 404), their
+    sessions and themselves (403 otherwise). Outside a door nothing is checked."""
+    mine = access.visible_agents()
+    if mine is None:
+        return
+    if agent_id is not None or session_file is not None or segment_id is not None:
+        access.check_agent(agent_id)
+    for memory_id in memory_ids or ():
+        record = memory.get_memory(memory_id)
+        if record is None or record.agent_id not in mine:
+            raise access.Refused(404, f"no memory with id {memory_id!r}")
+
+
 def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment_id: str | None = None,
            session_file: str | None = None, agent_id: str | None = None, *, vacuum: bool = False,
            purge: bool = False, memory: MemoryService | None = None, skills: SkillService | None = None
@@ -131,6 +148,7 @@ def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment
         raise ValueError("say what to forget: memory_ids, segment_id, session_file or agent_id")
     memory = memory or MemoryService(ctx)
     skills = skills or SkillService(ctx)
+    _check_owner(memory, memory_ids, segment_id, session_file, agent_id)
     settings = ctx.settings
     engine = ctx.db.engine
     with engine.connect() as holder:

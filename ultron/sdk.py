@@ -153,14 +153,19 @@ class Ultron:
 
     def ingest(self, paths: Iterable[str | os.PathLike[str]] | str, agent_id: str,
                progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
-        """Ingest session .jsonl files and directories; see IngestReport for the per-file outcome."""
+        """Ingest session .jsonl files and directories; see IngestReport for the per-file outcome.
+        An agent-bound caller ingests only as its agents (``ultron.access.check_agent``)."""
+        from ultron.access import check_agent
+
+        check_agent(agent_id)
         return self.ingestion.ingest(paths, agent_id, progress=progress)
 
     def ingest_text(self, text: str, agent_id: str | None = None) -> dict[str, Any]:
         """Extract memories from plain text and upload them directly (no trajectory rows)."""
+        from ultron.access import writing_agent
         from ultron.memory.text import ingest_text
 
-        return ingest_text(self.memory, text, agent_id)
+        return ingest_text(self.memory, text, writing_agent(_agent(agent_id)))
 
     # -- the pipeline, step by step (what the assets and maintenance run) -----------------
 
@@ -185,13 +190,36 @@ class Ultron:
     # -- memories ---------------------------------------------------------------------------
 
     def upload_memory(self, content: str, context: str = "", resolution: str = "", tags=None,
-                      agent_id: str | None = None):
+                      agent_id: str | None = None, shared: bool = False):
         """Store a memory (type decided by the server); returns the record as stored or merged.
-        ``agent_id`` records which agent it came from (``search_memories(agent_id=...)`` scopes by it)."""
+        ``agent_id`` records which agent it came from and owns it (``search_memories(agent_id=...)``
+        scopes by it); ``shared``: tokens bound to other agents see it too."""
         from ultron.memory.service import Provenance
 
         return self.memory.upload_memory(content, context, resolution, tags,
-                                         provenance=Provenance(agent_id=_agent(agent_id))).record
+                                         provenance=Provenance(agent_id=_agent(agent_id)), shared=bool(shared)).record
+
+    def share_memories(self, memory_ids: Iterable[str] | None = None, *, agent_id: str | None = None,
+                       shared: bool = True) -> int:
+        """Mark memories shared (every agent-bound token sees them) or private again
+        (``shared=False``): the given ids, or every memory of ``agent_id``. Returns how many
+        changed. An agent-bound caller changes only its agents' memories; audited."""
+        from ultron.access import check_agent, visible_agents
+        from ultron.db import memories as memory_store
+
+        ids = [str(i) for i in (memory_ids or [])]
+        if not ids and agent_id is None:
+            raise ValueError("give memory ids or an agent_id")
+        if agent_id is not None:
+            check_agent(_agent(agent_id))
+        with self.db.engine.begin() as conn:
+            changed = memory_store.set_shared(conn, ids=ids or None, agent_id=agent_id, shared=bool(shared),
+                                              owners=visible_agents())
+        from ultron.access import digest
+
+        self.audit("memories.share" if shared else "memories.unshare",
+                   f"agent:{digest(agent_id)}" if agent_id else "memories:" + ",".join(ids[:20]), changed=changed)
+        return changed
 
     def search_memories(self, query: str, detail_level: str = "l1", limit: int = 10, tier: str | None = None,
                         tags=None, agent_id: str | None = None, repo_root: str | os.PathLike[str] | None = None):
@@ -248,7 +276,9 @@ class Ultron:
             raise ValueError("helpful must be true or false")
         if not isinstance(note, str) or len(note) > MAX_NOTE_CHARS or "\x00" in note:
             raise ValueError(f"note must be text of at most {MAX_NOTE_CHARS} characters")
-        agent_id = _agent(agent_id)
+        from ultron.access import writing_agent
+
+        agent_id = writing_agent(_agent(agent_id))
         target = memory_id if memory_id is not None else skill
         if not isinstance(target, str) or not target.strip():
             raise ValueError("memory_id / skill must be a non-empty string")
@@ -338,9 +368,12 @@ class Ultron:
         there are never touched. Returns ``{"dir", "written", "removed", "unchanged", "skipped"}``
         (unchanged skills are not rewritten). ULTRON_SKILLS_EXPORT_DIR keeps one directory in
         sync automatically."""
+        from ultron.access import visible_agents
         from ultron.skills.export import export_skills
 
-        result = export_skills(self.db, to).to_dict()
+        # an agent-bound principal exports only the skills it may see; the automatic export
+        # directory (sync_export) always holds them all
+        result = export_skills(self.db, to, visible=visible_agents()).to_dict()
         self.audit("export.skills", str(result.get("dir", to)),
                    **{k: len(v) if isinstance(v, list) else v for k, v in result.items() if k != "dir"})
         return result

@@ -19,7 +19,7 @@ import secrets
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Sequence
 
 from ultron.access import LOCAL_ADMIN, SCOPES, Principal, actor, load_or_create_secret, token_refusal
 from ultron.db import audit as audit_store
@@ -57,8 +57,10 @@ class Tokens:
     # -- issuing ------------------------------------------------------------------------------
 
     def create(self, name: str, scope: str, expires_days: float | None = None, *,
-               rotated_from: str | None = None) -> tuple[str, dict[str, Any]]:
-        """A new token (printed once by the caller) and its row (without the hash)."""
+               agents: Sequence[str] | None = None, rotated_from: str | None = None) -> tuple[str, dict[str, Any]]:
+        """A new token (printed once by the caller) and its row (without the hash). ``agents``:
+        bind it to those agents (it sees their memories and the shared ones, and writes only
+        as them); None or empty: every agent."""
         if not _NAME.match(name or ""):
             raise TokenError("a token name is 1-64 letters, digits, '.', '_', '@' or '-', starting with a "
                              "letter or digit")
@@ -66,16 +68,18 @@ class Tokens:
             raise TokenError(f"scope must be one of {', '.join(SCOPES)}")
         if expires_days is not None and not 0 < expires_days <= 3650:
             raise TokenError("--expires is a number of days between 0 and 3650")
+        bound = _agents(agents)
         token_id = secrets.token_hex(4)
         token = f"{PREFIX}{token_id}_{secrets.token_urlsafe(32)}"
         expires = (datetime.now(timezone.utc) + timedelta(days=expires_days)) if expires_days else None
         with self.db.engine.begin() as conn:
             if store.live_by_name(conn, name) is not None:
                 raise TokenError(f"a live token is already named {name!r}: revoke or rotate it")
-            store.insert(conn, token_id=token_id, name=name, token_hash=self._hash(token), scope=scope, agents=None,
+            store.insert(conn, token_id=token_id, name=name, token_hash=self._hash(token), scope=scope, agents=bound,
                          expires_at=expires, rotated_from=rotated_from)
             audit_store.record(conn, actor=actor(), action="token.rotate" if rotated_from else "token.create",
                                target=name, detail={"id": token_id, "scope": scope,
+                                                    "agents": len(bound) if bound else None,  # names: not here
                                                     "expires_at": expires.isoformat() if expires else None})
             row = store.by_id(conn, token_id)
         return token, _public(row)
@@ -104,7 +108,7 @@ class Tokens:
         self._forget_cached()
         if expires_days is None and row["expires_at"] is not None:  # the same lifetime as the one it replaces
             expires_days = max(1 / 1440, (row["expires_at"] - row["created_at"]).total_seconds() / 86400)
-        return self.create(name, row["scope"], expires_days, rotated_from=row["id"])
+        return self.create(name, row["scope"], expires_days, agents=row["agents"], rotated_from=row["id"])
 
     # -- checking --------------------------------------------------------------------------------
 
@@ -142,7 +146,7 @@ class Tokens:
             row = store.by_id(conn, token_id)
         live = (row is not None and row["revoked_at"] is None
                 and (row["expires_at"] is None or row["expires_at"] > datetime.now(timezone.utc)))
-        principal = Principal(row["name"], row["scope"], token_id) if live else None
+        principal = _principal(row) if live else None
         with self._lock:
             self._cache[key] = (now, principal, None)
         return principal
@@ -157,11 +161,28 @@ class Tokens:
             if row["expires_at"] is not None and row["expires_at"] <= datetime.now(timezone.utc):
                 return None, f"token {row['name']!r} expired at {row['expires_at']:%Y-%m-%d %H:%M} UTC"
             store.mark_used(conn, token_id)
-        return Principal(row["name"], row["scope"], token_id), None
+        return _principal(row), None
 
     def _forget_cached(self) -> None:
         with self._lock:
             self._cache.clear()
+
+
+def _principal(row: dict[str, Any]) -> Principal:
+    agents = row.get("agents")
+    return Principal(row["name"], row["scope"], row["id"], tuple(agents) if agents else None)
+
+
+def _agents(agents: Sequence[str] | None) -> list[str] | None:
+    """Valid, distinct agent ids in the order given; None for an unbound token."""
+    if not agents:
+        return None
+    from ultron.sessions.discovery import validate_agent_id
+
+    try:
+        return list(dict.fromkeys(validate_agent_id(a) for a in agents))
+    except ValueError as exc:
+        raise TokenError(str(exc)) from None
 
 
 def _public(row: dict[str, Any]) -> dict[str, Any]:

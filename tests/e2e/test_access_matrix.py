@@ -196,3 +196,103 @@ def test_a_browser_edit_is_audited_with_the_fields_not_the_text(setup):
     assert entry["actor"] == "matrix-admin" and "content" in entry["detail"]["fields"]
     assert "zzeditaudit" not in str(entry)
     assert svc.memory.get_memory(memory.id).content.startswith("Cache zzeditaudit")
+
+
+# -- another agent's token: every route against an agent-bound admin token of another agent -----------
+
+OWNER, OTHER = "matrix-owner", "matrix-other"
+
+
+@pytest.fixture(scope="module")
+def owned(setup, tmp_path_factory):
+    """A private memory of OWNER, a skill built only from it, and an admin token bound to OTHER."""
+    import numpy as np
+
+    from ultron.db import skills as skill_store
+
+    _, _, _, svc = setup
+    memory = svc.upload_memory("Restart the zzowner queue worker after rotating its broker password.",
+                               agent_id=OWNER)
+    with svc.db.engine.begin() as conn:
+        skill_store.insert_skill(conn, slug="zz-owner-skill", version="1.0.0", parent_version=None, cluster_id=None,
+                                 name="zz owner skill", description="restart the zzowner worker",
+                                 skill_md=f"# zz owner\nRestart the zzowner worker ({memory.id}).", meta={},
+                                 memory_ids=[memory.id], score=0.9, superseded_slugs=[], path="",
+                                 embedding=np.ones(384, dtype=np.float32) / np.sqrt(384))
+    token = svc.tokens.create("matrix-other-admin", "admin", agents=[OTHER])[0]
+    session = tmp_path_factory.mktemp("matrix-ingest") / "s.jsonl"
+    session.write_text('{"role": "user", "content": "hi"}\n')
+    yield memory, token, str(session)
+    with svc.db.engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM skills WHERE slug = 'zz-owner-skill'"))
+
+
+def another_agents_requests(memory_id: str, session: str) -> dict[tuple[str, str], tuple[dict, set[int], str]]:
+    """Route -> (request, the statuses allowed, text the answer must not hold)."""
+    mid = memory_id
+    return {
+        ("POST", "/ingest"): ({"json": {"paths": [session], "agent_id": OWNER}}, {403}, ""),
+        ("POST", "/ingest/text"): ({"json": {"text": "Always pin zzowner images.", "agent_id": OWNER}}, {403}, ""),
+        ("POST", "/memories/upload"): ({"json": {"content": "zz other upload", "agent_id": OWNER}}, {403}, ""),
+        ("GET", "/memories"): ({}, {200}, mid),
+        ("GET", "/memories/{memory_id}"): ({}, {404}, "zzowner"),
+        ("POST", "/memories/{memory_id}/feedback"): ({"json": {"helpful": True}}, {404}, "zzowner"),
+        ("POST", "/skills/{name}/feedback"): ({"json": {"helpful": True}}, {404}, "zzowner"),
+        ("POST", "/context"): ({"json": {"task": "restart the zzowner queue worker"}}, {200}, mid),
+        ("POST", "/memories/search"): ({"json": {"query": "zzowner queue worker"}}, {200}, mid),
+        ("POST", "/memories/search/batch"): ({"json": {"queries": ["zzowner queue worker"]}}, {200}, mid),
+        ("POST", "/memories/details"): ({"json": {"ids": [mid]}}, {200}, "zzowner"),
+        ("DELETE", "/memories/{memory_id}"): ({}, {404}, "zzowner"),
+        ("DELETE", "/sessions"): ({"params": {"session_file": session, "agent_id": OWNER}}, {403}, ""),
+        ("DELETE", "/agents/{agent_id}"): ({}, {403}, ""),
+        ("POST", "/skills/search"): ({"json": {"query": "restart the zzowner worker"}}, {200}, "zz-owner-skill"),
+        ("GET", "/skills"): ({}, {200}, "zz-owner-skill"),
+        ("GET", "/skills/{slug}"): ({}, {404}, "zzowner"),
+        ("GET", "/stats"): ({}, {200}, "zzowner"),
+    }
+
+
+def test_another_agents_token_meets_nothing_of_that_agent(setup, owned):
+    app, http, _, svc = setup
+    memory, token, session = owned
+    table = another_agents_requests(memory.id, session)
+    assert set(table) == set(ROUTE_ACTIONS), "every route needs a row for another agent's token"
+    wrong = []
+    for (method, path), (request, allowed, secret) in table.items():
+        url = (path.replace("{memory_id}", memory.id).replace("{name}", "zz-owner-skill")
+               .replace("{slug}", "zz-owner-skill").replace("{agent_id}", OWNER))
+        answer = http.request(method, url, headers={"Authorization": f"Bearer {token}"}, **request)
+        if answer.status_code not in allowed or (secret and secret in answer.text):
+            wrong.append((method, path, answer.status_code, answer.text[:160]))
+    assert not wrong, wrong
+    assert svc.get_memory(memory.id) is not None, "the owner's memory is still there"
+    # the same routes as the owner's own token find it
+    mine = svc.tokens.create("matrix-owner-read", "read", agents=[OWNER])[0]
+    found = http.post("/memories/search", headers={"Authorization": f"Bearer {mine}"},
+                      json={"query": "zzowner queue worker"}).json()
+    assert memory.id in [r["id"] for r in found["results"]]
+    assert http.get("/skills/zz-owner-skill", headers={"Authorization": f"Bearer {mine}"}).status_code == 200
+
+
+def test_another_agents_token_over_mcp(setup, owned):
+    _, http, _, _ = setup
+    memory, token, _ = owned
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "Authorization": f"Bearer {token}"}
+    calls = {"search_memories": {"query": "zzowner queue worker"}, "get_memory_details": {"ids": [memory.id]},
+             "upload_memory": {"content": "zz other upload over mcp", "agent_id": OWNER},
+             "search_skills": {"query": "restart the zzowner worker"}, "get_skill": {"name": "zz-owner-skill"},
+             "context_bundle": {"task": "restart the zzowner queue worker"},
+             "feedback": {"memory_id": memory.id, "helpful": True}}
+    assert set(calls) == set(TOOL_ACTIONS)
+    leaks = []
+    for tool, args in calls.items():
+        answer = http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                                          "params": {"name": tool, "arguments": args}})
+        assert answer.status_code == 200
+        asked_by_id = tool in ("get_memory_details", "feedback")  # the id the caller sent may come back
+        if "zzowner" in answer.text or (memory.id in answer.text and not asked_by_id):
+            leaks.append((tool, answer.text[:200]))
+        if tool in ("upload_memory", "feedback", "get_skill"):
+            assert answer.json()["result"].get("isError"), (tool, answer.text[:200])
+    assert not leaks, leaks

@@ -28,6 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ultron.api import ingest_paths
 from ultron.api.docs import install_docs
+from ultron.access import Refused, check_agent
 from ultron.api.auth import api_token, require_access
 from ultron.api.mcp_mount import mount_mcp
 from ultron.web.pages import error_page, is_page, mount_browser
@@ -161,6 +162,11 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 405:  # Starlette names the first matching route's methods only
             headers = {**(headers or {}), "Allow": _allowed_methods(request)}
         return _error(request, {"detail": str(exc.detail)}, exc.status_code, headers=headers)
+
+    @app.exception_handler(Refused)
+    async def access_refused(request: Request, exc: Refused):  # an agent-bound token's limits, met inside
+        headers = {"WWW-Authenticate": 'Bearer realm="ultron"'} if exc.status == 401 else None
+        return _error(request, {"detail": exc.message}, exc.status, headers)
 
     @app.exception_handler(ValueError)
     async def refused(request: Request, exc: ValueError):
@@ -299,7 +305,7 @@ def build_routes(router: APIRouter, settings: Settings) -> None:
         from ultron.memory.service import Provenance
 
         result = client.memory.upload_memory(body.content, body.context, body.resolution, body.tags,
-                                             provenance=Provenance(agent_id=body.agent_id))
+                                             provenance=Provenance(agent_id=body.agent_id), shared=body.shared)
         return {**result.record.to_dict("full"), "action": result.action}
 
     @router.get("/memories", tags=["memories"], response_model=MemoryList, responses=COMMON)
@@ -446,6 +452,7 @@ def _confined_paths(raw: bytes, settings: Settings) -> tuple[list[str], str]:
         body = IngestPathsRequest.model_validate_json(raw)
     except ValidationError as exc:
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+    check_agent(body.agent_id)  # an agent-bound token ingests only as its agents
     roots = settings.ingest_roots
     confined = []
     for raw_path in body.paths:
@@ -473,6 +480,7 @@ async def _receive_uploads(request: Request, settings: Settings) -> tuple[list[s
         except ValueError as exc:
             raise RequestValidationError([{"loc": ("body", "agent_id"), "msg": str(exc), "type": "value_error"}]) \
                 from None
+        check_agent(agent_id)  # before anything is written under that agent's uploads
         files = [v for _k, v in form.multi_items() if isinstance(v, UploadFile)]
         if not files:
             raise RequestValidationError([{"loc": ("body", "files"), "msg": "attach at least one .jsonl file",

@@ -88,7 +88,9 @@ class MemoryUploadRequest(Request):
     context: Text(MAX_FIELD_CHARS) = ""
     resolution: Text(MAX_FIELD_CHARS) = ""
     tags: Tags = []
-    agent_id: AgentId | None = Field(None, description="the agent it comes from (search can scope by it)")
+    agent_id: AgentId | None = Field(None, description="the agent it comes from and that owns it (search can "
+                                                       "scope by it; an agent-bound token may name only its own)")
+    shared: StrictBool = Field(False, description="tokens bound to other agents see it too")
 
 
 class FeedbackRequest(Request):
@@ -163,6 +165,7 @@ class MemoryFull(MemoryL1):
     tools_used: list[str] = []
     confidence: float | None = None
     agent_id: str | None = None
+    shared: bool = False
     segment_id: str | None = None
     session_file: str | None = None
     start_line: int | None = None

@@ -23,12 +23,12 @@ def _upload(settings: Settings, args: argparse.Namespace) -> int:
         raise CLIError("the content is empty", 2)
     tags = [t.strip().lower() for t in args.tag if t.strip()]
     record = _client(settings).upload_memory(args.content, args.context, args.resolution, tags,
-                                             agent_id=args.agent_id)
+                                             agent_id=args.agent_id, shared=args.shared)
     if args.json:
         print_json(record.to_dict("full"))
     else:
         print(f"memory {record.id}  ({record.memory_type}, {record.tier})" +
-              (f"  agent {record.agent_id}" if record.agent_id else ""))
+              (f"  agent {record.agent_id}" if record.agent_id else "") + ("  shared" if record.shared else ""))
         print(record.summary_l0)
     return 0
 

@@ -24,7 +24,8 @@ def _print_new(token: str, row: dict[str, Any], args: argparse.Namespace) -> Non
         return
     print(token)
     expires = f", expires {_when(row['expires_at'])} UTC" if row.get("expires_at") else ""
-    print(f"token {row['name']!r} ({row['scope']}{expires}): shown once, store it now; send it as "
+    agents = f", agents {', '.join(row['agents'])}" if row.get("agents") else ""
+    print(f"token {row['name']!r} ({row['scope']}{agents}{expires}): shown once, store it now; send it as "
           "'Authorization: Bearer <token>'", file=sys.stderr)
 
 
@@ -42,7 +43,7 @@ def _tokens(settings: Settings, args: argparse.Namespace) -> int:
     tokens = _client(settings).tokens
     try:
         if args.action == "create":
-            token, row = tokens.create(args.name, args.scope, args.expires)
+            token, row = tokens.create(args.name, args.scope, args.expires, agents=args.agent)
             _print_new(token, row, args)
         elif args.action == "rotate":
             token, row = tokens.rotate(args.name, args.expires)
@@ -58,9 +59,10 @@ def _tokens(settings: Settings, args: argparse.Namespace) -> int:
                 print("no named tokens (the server's own token, ULTRON_API_TOKEN or $ULTRON_HOME/api_token, "
                       "is the local admin)")
             else:
-                print(fmt.table(["name", "id", "scope", "state", "created", "expires", "last used"],
-                                [(r["name"], r["id"], r["scope"], r["state"], _when(r["created_at"]),
-                                  _when(r["expires_at"]), _when(r["last_used_at"])) for r in rows],
+                print(fmt.table(["name", "id", "scope", "agents", "state", "created", "expires", "last used"],
+                                [(r["name"], r["id"], r["scope"], ",".join(r["agents"] or []) or "all", r["state"],
+                                  _when(r["created_at"]), _when(r["expires_at"]), _when(r["last_used_at"]))
+                                 for r in rows],
                                 max_width=fmt.summary_width(), flex=0))
     except TokenError as exc:
         raise CLIError(str(exc)) from None
@@ -87,6 +89,20 @@ def _audit(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _share(settings: Settings, args: argparse.Namespace) -> int:
+    if not args.ids and not args.agent:
+        raise CLIError("ultron share needs memory ids or --agent", 2)
+    try:
+        changed = _client(settings).share_memories(args.ids or None, agent_id=args.agent, shared=not args.private)
+    except ValueError as exc:
+        raise CLIError(str(exc), 2) from None
+    if args.json:
+        print_json({"changed": changed, "shared": not args.private})
+    else:
+        print(f"{changed} memor{'y' if changed == 1 else 'ies'} now {'private to their agent' if args.private else 'shared with every agent'}")
+    return 0
+
+
 def add_parsers(sub: argparse._SubParsersAction, json_flag: Callable[..., None]) -> None:
     tk = sub.add_parser("tokens", help="create, list, revoke or rotate named API tokens",
                         description="Named bearer tokens for a team server, each with a scope: read (search, "
@@ -97,6 +113,9 @@ def add_parsers(sub: argparse._SubParsersAction, json_flag: Callable[..., None])
     tk.add_argument("--name", help="the token's name (create, revoke, rotate): who or what holds it")
     tk.add_argument("--scope", choices=["read", "write", "admin"], default="read", help="create: what it may do "
                                                                                        "(default read)")
+    tk.add_argument("--agent", action="append", metavar="ID",
+                    help="create: bind the token to this agent (repeatable): it sees that agent's memories and "
+                         "the shared ones, and uploads, ingests and forgets only as it (default: every agent)")
     tk.add_argument("--expires", type=float, metavar="DAYS", help="create, rotate: expire after this many days")
     tk.add_argument("--all", action="store_true", help="list: revoked tokens too")
     json_flag(tk, "the token(s)")
@@ -112,5 +131,16 @@ def add_parsers(sub: argparse._SubParsersAction, json_flag: Callable[..., None])
     au.add_argument("--target", help="only entries about this memory id, agent or session file")
     json_flag(au, "the entries")
 
+    sh = sub.add_parser("share", help="share memories with every agent's token, or make them private again",
+                        description="A token bound to agents (`ultron tokens create --agent ID`) sees its agents' "
+                                    "memories plus the shared ones. Share memories by id, or all of one agent's; "
+                                    "--private takes them back. Skills built from them follow: a skill is visible "
+                                    "to a token that can see every memory it was built from.")
+    sh.add_argument("ids", nargs="*", help="memory ids")
+    sh.add_argument("--agent", help="every memory of this agent")
+    sh.add_argument("--private", action="store_true", help="make them private to their agent again")
+    json_flag(sh, "the count")
 
-COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {"tokens": _tokens, "audit": _audit}
+
+COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {"tokens": _tokens, "audit": _audit,
+                                                                      "share": _share}

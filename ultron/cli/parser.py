@@ -154,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--resolution", default="", help="what to do")
     up.add_argument("--tag", action="append", default=[], metavar="TAG", help="a tag (repeat for several)")
     up.add_argument("--agent-id", metavar="A", help="the agent it comes from (search --agent-id scopes by it)")
+    up.add_argument("--shared", action="store_true",
+                    help="tokens bound to other agents see it too (default: its agent's tokens and unbound ones)")
     _json_flag(up, "the stored record")
 
     cx = sub.add_parser("context", help="a prompt-ready block of skills and memories for a task",

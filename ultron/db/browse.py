@@ -16,7 +16,8 @@ import numpy as np
 import sqlalchemy as sa
 
 from ultron.db.feedback import RELIABILITY_SQL
-from ultron.db.memories import RECORD_COLS, MemoryRecord, _record, rewrite_sets
+from ultron.db.skills import visible_skill_sql
+from ultron.db.memories import RECORD_COLS, MemoryRecord, _record, rewrite_sets, visible_sql
 
 #: Counting matches stops here; the page says "more than" beyond it.
 COUNT_CAP = 10_000
@@ -34,10 +35,14 @@ class BrowseFilters:
     tag: str | None = None
     recent: str | None = None  # a key of RECENT_DAYS
     memory_ids: tuple[str, ...] | None = None
+    #: an agent-bound viewer's agents (``ultron.access.visible_agents``): theirs and shared only
+    visible: tuple[str, ...] | None = None
 
     def where(self) -> tuple[str, dict[str, Any]]:
         where = ["status = 'active'"]
         params: dict[str, Any] = {}
+        if self.visible is not None:
+            where.append(visible_sql(self.visible, params))
         if self.memory_type:
             where.append("memory_type = :type")
             params["type"] = self.memory_type
@@ -108,14 +113,16 @@ def agents(conn: sa.Connection, limit: int = 500) -> list[str]:
            SELECT agent FROM a WHERE agent IS NOT NULL LIMIT :n"""), {"n": limit}).scalars())
 
 
-def top_tags(conn: sa.Connection, limit: int = 40, sample: int = 2_000) -> list[str]:
+def top_tags(conn: sa.Connection, limit: int = 40, sample: int = 2_000, *,
+             visible: Sequence[str] | None = None) -> list[str]:
     """The commonest tags among the newest ``sample`` memories (a full tally over a million
     rows would cost seconds for a drop-down; each sampled memory is a heap page read, so
     20,000 cost 55-80 ms on every list page, 2,000 about 10 ms)."""
+    params: dict[str, Any] = {"s": sample, "n": limit}
     return list(conn.execute(sa.text(
-        """SELECT t FROM (SELECT tags FROM memory_records WHERE status = 'active'
+        f"""SELECT t FROM (SELECT tags FROM memory_records WHERE status = 'active' AND {visible_sql(visible, params)}
                           ORDER BY created_at DESC, id DESC LIMIT :s) m, unnest(m.tags) t
-           GROUP BY t ORDER BY count(*) DESC, t LIMIT :n"""), {"s": sample, "n": limit}).scalars())
+           GROUP BY t ORDER BY count(*) DESC, t LIMIT :n"""), params).scalars())
 
 
 # -- one memory's surroundings ----------------------------------------------------------------
@@ -165,37 +172,45 @@ def cluster_of(conn: sa.Connection, memory_id: str) -> dict[str, Any] | None:
     return dict(row._mapping) if row else None
 
 
-def skills_using(conn: sa.Connection, memory_id: str) -> list[dict[str, Any]]:
+def skills_using(conn: sa.Connection, memory_id: str, *, visible: Sequence[str] | None = None
+                 ) -> list[dict[str, Any]]:
     """Every skill version whose evidence includes the memory, current first."""
+    params: dict[str, Any] = {"m": memory_id}
     rows = conn.execute(sa.text(
         f"""SELECT slug, version, name, status, lifecycle, {RELIABILITY_SQL} AS reliability
-            FROM skills WHERE memory_ids @> ARRAY[CAST(:m AS text)]
-            ORDER BY status = 'current' DESC, slug, created_at DESC"""), {"m": memory_id})
+            FROM skills WHERE memory_ids @> ARRAY[CAST(:m AS text)] AND {visible_skill_sql(visible, params)}
+            ORDER BY status = 'current' DESC, slug, created_at DESC"""), params)
     return [dict(r._mapping) for r in rows]
 
 
-def skill_versions(conn: sa.Connection, slug: str) -> list[dict[str, Any]]:
+def skill_versions(conn: sa.Connection, slug: str, *, visible: Sequence[str] | None = None
+                   ) -> list[dict[str, Any]]:
+    params: dict[str, Any] = {"s": slug}
     rows = conn.execute(sa.text(
         "SELECT version, status, skill_md, memory_ids, score, created_at FROM skills WHERE slug = :s "
-        "ORDER BY created_at DESC, version DESC"), {"s": slug})
+        f"AND {visible_skill_sql(visible, params)} ORDER BY created_at DESC, version DESC"), params)
     return [dict(r._mapping) for r in rows]
 
 
 def skills_by_reliability(conn: sa.Connection, limit: int, offset: int = 0,
-                          include_retired: bool = True) -> list[dict[str, Any]]:
+                          include_retired: bool = True, *, visible: Sequence[str] | None = None
+                          ) -> list[dict[str, Any]]:
     """Current skills, most reliable first (ties: most used evidence, then name)."""
-    cond = "" if include_retired else "AND lifecycle <> 'retired'"
+    params: dict[str, Any] = {"n": limit, "o": offset}
+    cond = ("" if include_retired else "AND lifecycle <> 'retired'") + f" AND {visible_skill_sql(visible, params)}"
     rows = conn.execute(sa.text(
         f"""SELECT slug, version, name, description, lifecycle, helpful_count, unhelpful_count,
                    {RELIABILITY_SQL} AS reliability, cardinality(memory_ids) AS memory_count, score, created_at
             FROM skills WHERE status = 'current' {cond}
-            ORDER BY reliability DESC, memory_count DESC, slug LIMIT :n OFFSET :o"""),
-        {"n": limit, "o": offset})
+            ORDER BY reliability DESC, memory_count DESC, slug LIMIT :n OFFSET :o"""), params)
     return [dict(r._mapping) for r in rows]
 
 
-def count_current_skills(conn: sa.Connection) -> int:
-    return int(conn.execute(sa.text("SELECT count(*) FROM skills WHERE status = 'current'")).scalar_one())
+def count_current_skills(conn: sa.Connection, *, visible: Sequence[str] | None = None) -> int:
+    params: dict[str, Any] = {}
+    return int(conn.execute(sa.text(
+        f"SELECT count(*) FROM skills WHERE status = 'current' AND {visible_skill_sql(visible, params)}"),
+        params).scalar_one())
 
 
 # -- edits -------------------------------------------------------------------------------------
@@ -249,10 +264,13 @@ def drop_revisions(conn: sa.Connection, memory_ids: Sequence[str]) -> int:
 # -- overview ------------------------------------------------------------------------------------
 
 
-def created_by_week(conn: sa.Connection, weeks: int = 12) -> list[dict[str, Any]]:
+def created_by_week(conn: sa.Connection, weeks: int = 12, *, visible: Sequence[str] | None = None
+                    ) -> list[dict[str, Any]]:
     """Active memories created per ISO week and type, for the last ``weeks`` weeks: one
     index-only range count per (week, type) on the browse index by type, where grouping
     every row by ``date_trunc`` sorted them all (on disk past 4 MB of work_mem)."""
+    params: dict[str, Any] = {"w": weeks}
+    seen = visible_sql(visible, params, "m.")
     rows = conn.execute(sa.text(
         f"""WITH RECURSIVE {_TYPES_CTE}
             SELECT w.week::date AS week, types.t AS memory_type, c.n
@@ -262,23 +280,27 @@ def created_by_week(conn: sa.Connection, weeks: int = 12) -> list[dict[str, Any]
                                  interval '1 week') w(week)
             CROSS JOIN types
             CROSS JOIN LATERAL (SELECT count(*) AS n FROM memory_records m
-                                WHERE m.status = 'active' AND m.memory_type = types.t
+                                WHERE m.status = 'active' AND m.memory_type = types.t AND {seen}
                                   AND m.created_at >= w.week AND m.created_at < w.week + interval '1 week') c
             WHERE types.t IS NOT NULL AND c.n > 0
-            ORDER BY 1, 2"""), {"w": weeks})
+            ORDER BY 1, 2"""), params)
     return [dict(r._mapping) for r in rows]
 
 
-def ingestion_problems(conn: sa.Connection, limit: int = 20) -> tuple[int, list[dict[str, Any]]]:
-    """Files whose lines could not all be read: how many, and the latest with their first errors."""
+def ingestion_problems(conn: sa.Connection, limit: int = 20, *, visible: Sequence[str] | None = None
+                       ) -> tuple[int, list[dict[str, Any]]]:
+    """Files whose lines could not all be read: how many, and the latest with their first
+    errors; ``visible``: only these agents' files."""
+    params: dict[str, Any] = {"n": limit, "visible": list(visible or [])}
+    mine = "" if visible is None else "AND t.agent_id = ANY(CAST(:visible AS text[]))"
     total = int(conn.execute(sa.text(
-        "SELECT count(*) FROM trajectory_records WHERE problem_count > 0")).scalar_one())
+        f"SELECT count(*) FROM trajectory_records t WHERE problem_count > 0 {mine}"), params).scalar_one())
     rows = conn.execute(sa.text(
-        """SELECT t.agent_id, t.session_file, t.problem_count, t.updated_at,
+        f"""SELECT t.agent_id, t.session_file, t.problem_count, t.updated_at,
                   (SELECT p.line FROM parse_problems p WHERE p.record_id = t.id ORDER BY p.seq LIMIT 1) AS line,
                   (SELECT p.error FROM parse_problems p WHERE p.record_id = t.id ORDER BY p.seq LIMIT 1) AS error
-           FROM trajectory_records t WHERE t.problem_count > 0 ORDER BY t.updated_at DESC LIMIT :n"""),
-        {"n": limit})
+           FROM trajectory_records t WHERE t.problem_count > 0 {mine} ORDER BY t.updated_at DESC LIMIT :n"""),
+        params)
     return total, [dict(r._mapping) for r in rows]
 
 
@@ -293,7 +315,8 @@ def fallback_counts(conn: sa.Connection) -> dict[str, int]:
 # -- what forgetting takes with it ---------------------------------------------------------------
 
 
-def forget_preview(conn: sa.Connection, memory_ids: Sequence[str]) -> dict[str, Any]:
+def forget_preview(conn: sa.Connection, memory_ids: Sequence[str], *, visible: Sequence[str] | None = None
+                   ) -> dict[str, Any]:
     """What forgetting these memories removes or rebuilds, read without changing anything:
     their contributions, earlier texts and feedback, the clusters that lose them (dissolved
     when nothing else is left) and every skill version built on them."""
@@ -312,12 +335,15 @@ def forget_preview(conn: sa.Connection, memory_ids: Sequence[str]) -> dict[str, 
            FROM knowledge_clusters k
            WHERE k.id IN (SELECT cluster_id FROM memory_records WHERE id = ANY(:ids) AND cluster_id IS NOT NULL)
            ORDER BY k.id"""), {"ids": ids})
+    params: dict[str, Any] = {"ids": ids}
     skills = conn.execute(sa.text(
-        """SELECT slug, array_agg(version ORDER BY created_at) AS versions, bool_or(status = 'current') AS current,
+        f"""SELECT slug, array_agg(version ORDER BY created_at) AS versions, bool_or(status = 'current') AS current,
                   max(cluster_id) AS cluster_id
-           FROM skills WHERE memory_ids && CAST(:ids AS text[]) GROUP BY slug ORDER BY slug"""), {"ids": ids})
+           FROM skills WHERE memory_ids && CAST(:ids AS text[]) AND {visible_skill_sql(visible, params)}
+           GROUP BY slug ORDER BY slug"""), params)
     remaining = {}
-    cluster_rows = [dict(r._mapping) for r in clusters]
+    # a cluster's topic is drawn from all its members' text: not for an agent-bound viewer
+    cluster_rows = [{**dict(r._mapping), **({"topic": ""} if visible is not None else {})} for r in clusters]
     for c in cluster_rows:
         remaining[c["id"]] = c["remaining"]
     return {**dict(one._mapping), "clusters": cluster_rows,

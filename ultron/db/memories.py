@@ -21,7 +21,7 @@ from ultron.db.outcomes import utility
 RECORD_COLS = (
     "id, memory_type, content, context, resolution, tags, summary_l0, overview_l1, kind, tools_used, confidence, "
     "tier, status, hit_count, last_hit_at, merge_pending, agent_id, segment_id, session_file, start_line, end_line, "
-    "created_at, updated_at, helpful_count, unhelpful_count, outcome_helped, outcome_unhelped"
+    "created_at, updated_at, helpful_count, unhelpful_count, outcome_helped, outcome_unhelped, shared"
 )
 
 RECORD_FIELDS = tuple(c.strip() for c in RECORD_COLS.split(","))
@@ -60,6 +60,8 @@ class MemoryRecord:
     #: weights of the session outcomes attributed to it (``ultron.db.outcomes``)
     outcome_helped: float = 0.0
     outcome_unhelped: float = 0.0
+    #: seen by every agent's token, not only its own agent's (``ultron.access``)
+    shared: bool = False
 
     @property
     def utility(self) -> float:
@@ -76,6 +78,7 @@ class MemoryRecord:
             return base
         base.update(content=self.content, context=self.context, resolution=self.resolution, kind=self.kind,
                     tools_used=list(self.tools_used), confidence=self.confidence, agent_id=self.agent_id,
+                    shared=self.shared,
                     segment_id=self.segment_id, session_file=self.session_file, start_line=self.start_line,
                     end_line=self.end_line,
                     last_hit_at=self.last_hit_at.isoformat() if self.last_hit_at else None,
@@ -148,12 +151,18 @@ def set_ef_search(conn: sa.Connection, ef: int) -> None:
     conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(ef)}; SET LOCAL hnsw.iterative_scan = relaxed_order")
 
 
-def nearest_of_type(conn: sa.Connection, memory_type: str, embedding: np.ndarray, k: int = 3
-                    ) -> list[tuple[MemoryRecord, float]]:
+#: the memories an upload may merge into: the same owner and the same ``shared`` flag, so a
+#: merge never shows one agent's text to another (``ultron.access``)
+_SAME_OWNER = "agent_id IS NOT DISTINCT FROM :owner AND shared = :shared"
+
+
+def nearest_of_type(conn: sa.Connection, memory_type: str, embedding: np.ndarray, k: int = 3, *,
+                    owner: str | None = None, shared: bool = False) -> list[tuple[MemoryRecord, float]]:
     rows = conn.execute(sa.text(
         f"SELECT {RECORD_COLS}, 1 - (embedding <=> CAST(:q AS vector)) AS similarity FROM memory_records "
-        "WHERE memory_type = :t AND status = 'active' ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k"),
-        {"q": vec(embedding), "t": memory_type, "k": k}).all()
+        f"WHERE memory_type = :t AND status = 'active' AND {_SAME_OWNER} "
+        "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k"),
+        {"q": vec(embedding), "t": memory_type, "k": k, "owner": owner, "shared": bool(shared)}).all()
     out = []
     for r in rows:
         data = dict(r._mapping)
@@ -166,14 +175,15 @@ def nearest_of_type(conn: sa.Connection, memory_type: str, embedding: np.ndarray
 CONTENT_KEY_SQL = "md5(lower(regexp_replace(content, '\\s+', ' ', 'g')))"
 
 
-def same_content_of_type(conn: sa.Connection, memory_type: str, content: str) -> tuple[MemoryRecord, float] | None:
+def same_content_of_type(conn: sa.Connection, memory_type: str, content: str, *, owner: str | None = None,
+                         shared: bool = False) -> tuple[MemoryRecord, float] | None:
     """An active memory of this type whose content is ``content`` up to case and spacing:
     the same sentence met again (a harness's instruction, a rule restated) merges whatever
     its context says, which can keep the whole-memory vectors apart."""
     row = conn.execute(sa.text(
-        f"SELECT {RECORD_COLS} FROM memory_records WHERE memory_type = :t AND status = 'active' "
+        f"SELECT {RECORD_COLS} FROM memory_records WHERE memory_type = :t AND status = 'active' AND {_SAME_OWNER} "
         f"AND {CONTENT_KEY_SQL} = md5(lower(regexp_replace(CAST(:c AS text), '\\s+', ' ', 'g'))) LIMIT 1"),
-        {"t": memory_type, "c": content.strip()}).first()
+        {"t": memory_type, "c": content.strip(), "owner": owner, "shared": bool(shared)}).first()
     return (MemoryRecord(**dict(row._mapping)), 1.0) if row is not None else None
 
 
@@ -183,13 +193,14 @@ def insert_record(conn: sa.Connection, rec: MemoryRecord, embedding: np.ndarray)
         """
         INSERT INTO memory_records (id, memory_type, content, context, resolution, tags, summary_l0, overview_l1,
             kind, tools_used, confidence, tier, status, agent_id, segment_id, session_file, start_line, end_line,
-            embedding)
+            embedding, shared)
         VALUES (:id, :memory_type, :content, :context, :resolution, :tags, :summary_l0, :overview_l1, :kind,
             :tools_used, :confidence, 'WARM', 'active', :agent_id, :segment_id, :session_file, :start_line,
-            :end_line, CAST(:embedding AS vector))
+            :end_line, CAST(:embedding AS vector), :shared)
         """), {**{k: getattr(rec, k) for k in (
             "id", "memory_type", "content", "context", "resolution", "tags", "summary_l0", "overview_l1", "kind",
-            "tools_used", "confidence", "agent_id", "segment_id", "session_file", "start_line", "end_line")},
+            "tools_used", "confidence", "agent_id", "segment_id", "session_file", "start_line", "end_line",
+            "shared")},
             "embedding": vec(embedding)})
     return rec.id
 
@@ -254,9 +265,21 @@ def get_records(conn: sa.Connection, ids: Sequence[str], *, include_archived: bo
     return [rows[i] for i in ids if i in rows]
 
 
-def _filters(tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> tuple[str, dict[str, Any]]:
+def visible_sql(visible: Sequence[str] | None, params: dict[str, Any], alias: str = "") -> str:
+    """The condition a memory row meets when a principal bound to the agents ``visible`` may
+    see it (``ultron.access.visible_agents``): shared, or one of theirs. "TRUE" when unbound."""
+    if visible is None:
+        return "TRUE"
+    params["visible"] = list(visible)
+    return f"({alias}shared OR {alias}agent_id = ANY(CAST(:visible AS text[])))"
+
+
+def _filters(tier: str | None, tags: Sequence[str] | None, agent_id: str | None,
+             visible: Sequence[str] | None = None) -> tuple[str, dict[str, Any]]:
     where = ["status = 'active'"]
     params: dict[str, Any] = {}
+    if visible is not None:
+        where.append(visible_sql(visible, params))
     if tier:
         where.append("tier = :tier")
         params["tier"] = tier.upper()
@@ -312,9 +335,11 @@ def rebalance_tiers(conn: sa.Connection, hot_pct: float, warm_pct: float, cold_t
             "ARCHIVED": counts.get("ARCHIVED", 0), "archived_now": archived}
 
 
-def memory_counts(conn: sa.Connection) -> dict[str, Any]:
+def memory_counts(conn: sa.Connection, *, visible: Sequence[str] | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = {}
     rows = conn.execute(sa.text(
-        "SELECT memory_type, tier, status, count(*) AS n FROM memory_records GROUP BY 1, 2, 3")).all()
+        f"SELECT memory_type, tier, status, count(*) AS n FROM memory_records WHERE {visible_sql(visible, params)} "
+        "GROUP BY 1, 2, 3"), params).all()
     out: dict[str, Any] = {"total": 0, "active": 0, "by_type": {}, "by_tier": {}}
     for r in rows:
         out["total"] += r.n
@@ -325,10 +350,29 @@ def memory_counts(conn: sa.Connection) -> dict[str, Any]:
     return out
 
 
+def set_shared(conn: sa.Connection, *, ids: Sequence[str] | None, agent_id: str | None, shared: bool,
+               owners: Sequence[str] | None = None) -> int:
+    """Mark memories (by id, or all of an agent's) shared or private; ``owners``: only
+    memories of these agents change (an agent-bound caller's). Returns how many changed."""
+    params: dict[str, Any] = {"s": bool(shared), "ids": list(ids or []), "a": agent_id, "owners": list(owners or [])}
+    where = ["shared <> :s"]
+    if ids:
+        where.append("id = ANY(:ids)")
+    if agent_id is not None:
+        where.append("agent_id = :a")
+    if owners is not None:
+        where.append("agent_id = ANY(CAST(:owners AS text[]))")
+    return conn.execute(sa.text(f"UPDATE memory_records SET shared = :s, updated_at = now() WHERE {' AND '.join(where)}"),
+                        params).rowcount
+
+
 def list_records(conn: sa.Connection, *, limit: int, offset: int, tier: str | None = None,
-                 agent_id: str | None = None, include_archived: bool = False) -> tuple[list[MemoryRecord], int]:
+                 agent_id: str | None = None, include_archived: bool = False,
+                 visible: Sequence[str] | None = None) -> tuple[list[MemoryRecord], int]:
     """One page of memories, newest first, and how many match in all."""
     where, params = [], {"n": int(limit), "o": int(offset)}
+    if visible is not None:
+        where.append(visible_sql(visible, params))
     if not include_archived:
         where.append("status = 'active'")
     if tier:

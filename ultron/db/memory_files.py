@@ -12,6 +12,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ultron.db.memories import visible_sql
+
 _COLS = "memory_id, repo_remote, path, sha256, edited, seen_at"
 
 
@@ -59,14 +61,17 @@ def files_in_repo(conn: sa.Connection, remote: str) -> dict[str, list[dict[str, 
     return out
 
 
-def learned_in(conn: sa.Connection, remote: str, limit: int, agent_id: str | None = None) -> list[str]:
-    """Active memories learned in one repository, most recently seen first, then most used."""
-    agent = "AND m.agent_id = :a " if agent_id is not None else ""
+def learned_in(conn: sa.Connection, remote: str, limit: int, agent_id: str | None = None, *,
+               visible: Sequence[str] | None = None) -> list[str]:
+    """Active memories learned in one repository, most recently seen first, then most used;
+    ``visible``: only those an agent-bound token may see."""
+    params: dict[str, Any] = {"r": remote, "n": limit, "a": agent_id}
+    agent = ("AND m.agent_id = :a " if agent_id is not None else "") + f"AND {visible_sql(visible, params, 'm.')} "
     rows = conn.execute(sa.text(
         "SELECT f.memory_id FROM memory_files f JOIN memory_records m ON m.id = f.memory_id "
         f"WHERE f.repo_remote = :r AND m.status = 'active' {agent}"
         "GROUP BY f.memory_id, m.hit_count ORDER BY max(f.seen_at) DESC, m.hit_count DESC, f.memory_id LIMIT :n"),
-        {"r": remote, "n": limit, "a": agent_id})
+        params)
     return [row.memory_id for row in rows]
 
 

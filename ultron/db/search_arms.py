@@ -129,7 +129,8 @@ def query_terms(conn: sa.Connection, text: str, plan: dict[str, Any]) -> list[di
 
 
 def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int, plan: dict[str, Any],
-               tier: str | None, tags: Sequence[str] | None, agent_id: str | None) -> list[dict[str, Any]]:
+               tier: str | None, tags: Sequence[str] | None, agent_id: str | None,
+               visible: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Both arms and their join, one statement, on a connection of ``Database.search_engine``
     (the vector goes over as binary): one row per memory in either arm's top ``k``, with
     ``CANDIDATE_COLS``, ``similarity`` (cosine), ``feedback_factor``, ``bm25`` (0 outside the
@@ -139,8 +140,9 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
     weight) and ``exact_max`` (``_dense_arm``), from ``ultron.memory.ranking.arm_settings``.
     The HNSW walk runs under ``use_ef_search`` and the iterative scan of
     ``Database.search_engine``; its rows are ranked by distance here, as a relaxed-order scan
-    may return them slightly out of order."""
-    cond, params = _filters(tier, tags, agent_id)
+    may return them slightly out of order. ``visible``: the agents of an agent-bound token
+    (``ultron.access.visible_agents``); only theirs and shared memories are candidates."""
+    cond, params = _filters(tier, tags, agent_id, visible)
     params.update(_lexical_params(plan), text=text, q=np.asarray(embedding, dtype=np.float32), k=k,
                   exact_max=int(plan.get("exact_max", 0)))
     sql = f"""
@@ -161,7 +163,7 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
             ORDER BY bm25 DESC, d.id
             LIMIT :k
         ),
-        {_dense_arm(cond, exact=bool(tags or agent_id) and plan.get("exact_max", 0) > 0)},
+        {_dense_arm(cond, exact=bool(tags or agent_id or visible is not None) and plan.get("exact_max", 0) > 0)},
         ranked_ann AS (SELECT id, row_number() OVER (ORDER BY dist, id) AS ann_rank FROM ann),
         ranked_lex AS (SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, id) AS lex_rank FROM lex)
         SELECT {CANDIDATE_COLS}, 1 - (m.embedding <=> CAST(:q AS vector)) AS similarity,

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from ultron.db.feedback import RELIABILITY_SQL
 from ultron.db.outcomes import utility_sql
-from ultron.db.memories import vec
+from ultron.db.memories import vec, visible_sql
 
 #: What agents' feedback keeps on a skill (``ultron.db.feedback``).
 FEEDBACK_COLS = (f"lifecycle, helpful_count, unhelpful_count, {RELIABILITY_SQL} AS reliability, "
@@ -108,6 +108,15 @@ def cluster_counts(conn: sa.Connection, threshold: int, delta: int) -> dict[str,
 # -- skills ------------------------------------------------------------------------------
 
 
+def visible_skill_sql(visible: Sequence[str] | None, params: dict[str, Any], alias: str = "") -> str:
+    """A skill row an agent-bound token (agents ``visible``) may see: every memory it was built
+    from is one it may see (its steps and citations carry their text). "TRUE" when unbound."""
+    if visible is None:
+        return "TRUE"
+    return (f"NOT EXISTS (SELECT 1 FROM memory_records vm WHERE vm.id = ANY({alias}memory_ids) "
+            f"AND NOT {visible_sql(visible, params, 'vm.')})")
+
+
 def _skill(row: Any) -> dict[str, Any]:
     d = dict(row._mapping)
     for key in ("created_at", "updated_at"):
@@ -121,13 +130,16 @@ def _skill(row: Any) -> dict[str, Any]:
     return d
 
 
-def get_skill(conn: sa.Connection, slug: str, version: str | None = None) -> dict[str, Any] | None:
+def get_skill(conn: sa.Connection, slug: str, version: str | None = None, *,
+              visible: Sequence[str] | None = None) -> dict[str, Any] | None:
+    params: dict[str, Any] = {"s": slug, "v": version}
+    seen = visible_skill_sql(visible, params)
     if version is None:
-        row = conn.execute(sa.text(f"SELECT {SKILL_COLS} FROM skills WHERE slug = :s AND status = 'current'"),
-                           {"s": slug}).first()
+        row = conn.execute(sa.text(f"SELECT {SKILL_COLS} FROM skills WHERE slug = :s AND status = 'current' "
+                                   f"AND {seen}"), params).first()
     else:
-        row = conn.execute(sa.text(f"SELECT {SKILL_COLS} FROM skills WHERE slug = :s AND version = :v"),
-                           {"s": slug, "v": version}).first()
+        row = conn.execute(sa.text(f"SELECT {SKILL_COLS} FROM skills WHERE slug = :s AND version = :v AND {seen}"),
+                           params).first()
     return _skill(row) if row else None
 
 
@@ -186,32 +198,40 @@ def use_vector_index(conn: sa.Connection, ef: int) -> None:
                          "SET LOCAL hnsw.iterative_scan = strict_order")
 
 
-def search(conn: sa.Connection, embedding: np.ndarray, k: int) -> list[dict[str, Any]]:
+def search(conn: sa.Connection, embedding: np.ndarray, k: int, *, visible: Sequence[str] | None = None
+           ) -> list[dict[str, Any]]:
     """Nearest current, non-retired skills: ``ORDER BY embedding <=> q LIMIT k`` on the HNSW index."""
+    params: dict[str, Any] = {"q": vec(embedding), "k": int(k)}
     rows = conn.execute(sa.text(
         f"SELECT {LIST_COLS}, 1 - (embedding <=> CAST(:q AS vector)) AS similarity FROM skills "
-        f"WHERE embedding IS NOT NULL AND {SERVED} ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k"),
-        {"q": vec(embedding), "k": int(k)})
+        f"WHERE embedding IS NOT NULL AND {SERVED} AND {visible_skill_sql(visible, params)} "
+        "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k"), params)
     return [_skill(r) for r in rows]
 
 
 def list_skills(conn: sa.Connection, include_superseded: bool = False, *, include_retired: bool = False,
-                limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+                limit: int | None = None, offset: int = 0, visible: Sequence[str] | None = None
+                ) -> list[dict[str, Any]]:
     """Current skills (all versions with ``include_superseded``), by slug; retired ones only
     when asked. ``limit``/``offset`` page through them."""
+    params: dict[str, Any] = {"n": limit, "o": int(offset)}
     where = [] if include_superseded else ["status = 'current'"]
+    if visible is not None:
+        where.append(visible_skill_sql(visible, params))
     if not include_retired:
         where.append(SERVED)
     cond = ("WHERE " + " AND ".join(where)) if where else ""
     page = " LIMIT :n OFFSET :o" if limit is not None else (" OFFSET :o" if offset else "")
     rows = conn.execute(sa.text(f"SELECT {LIST_COLS}, memory_ids FROM skills {cond} ORDER BY slug, created_at{page}"),
-                        {"n": limit, "o": int(offset)})
+                        params)
     return [_skill(r) for r in rows]
 
 
-def count_served(conn: sa.Connection) -> int:
+def count_served(conn: sa.Connection, *, visible: Sequence[str] | None = None) -> int:
     """Current, non-retired skills (the total ``GET /skills`` pages through)."""
-    return conn.execute(sa.text(f"SELECT count(*) FROM skills WHERE status = 'current' AND {SERVED}")).scalar_one()
+    params: dict[str, Any] = {}
+    return conn.execute(sa.text(f"SELECT count(*) FROM skills WHERE status = 'current' AND {SERVED} "
+                                f"AND {visible_skill_sql(visible, params)}"), params).scalar_one()
 
 
 def retired_slugs(conn: sa.Connection) -> set[str]:
@@ -219,12 +239,14 @@ def retired_slugs(conn: sa.Connection) -> set[str]:
     return set(conn.execute(sa.text("SELECT DISTINCT slug FROM skills WHERE lifecycle = 'retired'")).scalars())
 
 
-def exportable_skills(conn: sa.Connection) -> list[dict[str, Any]]:
+def exportable_skills(conn: sa.Connection, *, visible: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Current, non-retired versions with their SKILL.md, by slug: exactly what the exported
     Agent Skills tree (``ultron.skills.export``) holds. Lifecycle is read here, in SQL, so the
     export never serves a retired skill whichever reads the service layer filters."""
+    params: dict[str, Any] = {}
     rows = conn.execute(sa.text(
-        f"SELECT {SKILL_COLS} FROM skills WHERE status = 'current' AND lifecycle <> 'retired' ORDER BY slug"))
+        f"SELECT {SKILL_COLS} FROM skills WHERE status = 'current' AND lifecycle <> 'retired' "
+        f"AND {visible_skill_sql(visible, params)} ORDER BY slug"), params)
     return [_skill(r) for r in rows]
 
 

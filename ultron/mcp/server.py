@@ -126,6 +126,8 @@ def tool_errors(tool: str) -> Iterator[None]:
         yield
     except ToolError:
         raise
+    except Refused as exc:  # an agent-bound token's limits
+        raise ToolError(exc.message) from None
     except (KeyError, ValueError) as exc:
         raise ToolError(_message(exc)) from None
     except Exception as exc:  # noqa: BLE001 - reported to the caller, logged here
@@ -208,9 +210,9 @@ def _tool(server: MCPServer, title: str) -> Callable[[Callable[..., Any]], Calla
         def checked(*args: Any, **kwargs: Any) -> Any:
             try:
                 authorize(current_principal(), action)
-            except Refused as exc:
+                return fn(*args, **kwargs)
+            except Refused as exc:  # no scope, or an agent-bound token's limits met inside
                 raise ToolError(exc.message) from None
-            return fn(*args, **kwargs)
 
         server.add_tool(checked, title=title, description=" ".join((fn.__doc__ or "").split()))
         return checked
@@ -257,11 +259,13 @@ def build_server(factory: Callable[[], Any] | LazyUltron, *, name: str = "ultron
                       context: _text(50_000, 0, "when it applies: task, tools, environment") = "",
                       resolution: _text(50_000, 0, "what fixed it or what to do") = "",
                       tags: Annotated[list[Tag] | None, Field(max_length=100, description="short labels")] = None,
-                      agent_id: AgentId = None) -> dict[str, Any]:
+                      agent_id: AgentId = None,
+                      shared: Annotated[bool, Field(description="every agent's token may read it, not only this "
+                                                                "agent's")] = False) -> dict[str, Any]:
         """Store one memory for later sessions and other agents. The server classifies it,
         redacts secrets, and merges it into a near duplicate when there is one."""
         with tool_errors("upload_memory"):
-            record = ultron.get().upload_memory(content, context, resolution, tags, agent_id=agent_id)
+            record = ultron.get().upload_memory(content, context, resolution, tags, agent_id=agent_id, shared=shared)
             return _jsonable(_record(record))
 
     @_tool(server, "Search skills")

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
 
+from ultron import access
 from ultron.claims import lease
 from ultron.context import EmbeddingProfileMismatch, ServiceContext, records_llm_usage
 from ultron.db import browse as browse_store
@@ -111,27 +112,35 @@ class MemoryService:
     @records_llm_usage
     def upload_memory(self, content: str, context: str = "", resolution: str = "", tags: Sequence[str] | None = None,
                       *, provenance: Provenance | None = None, kind: str | None = None,
-                      tools_used: Sequence[str] | None = None, confidence: float | None = None) -> UploadResult:
-        """Redact, classify, embed, then merge into a near duplicate of the same type or insert (WARM, active)."""
+                      tools_used: Sequence[str] | None = None, confidence: float | None = None,
+                      shared: bool = False) -> UploadResult:
+        """Redact, classify, embed, then merge into a near duplicate of the same type, owner and
+        ``shared`` flag, or insert (WARM, active). An agent-bound caller uploads only as its
+        agents (``ultron.access.writing_agent``); ``shared``: every agent's token sees it."""
         if not content or not content.strip():
             raise ValueError("content must not be empty")
+        prov = provenance or Provenance()
+        prov = replace(prov, agent_id=access.writing_agent(prov.agent_id))
         memory_type, body, tags, embedding, fell_back = self.prepare(
             {"content": content, "context": context, "resolution": resolution, "tags": list(tags or [])})
         with self.db.engine.begin() as conn:
-            return self.store_prepared(conn, memory_type, body, tags, embedding, provenance or Provenance(), kind,
-                                       tools_used, confidence, fallback_tasks=fell_back)
+            return self.store_prepared(conn, memory_type, body, tags, embedding, prov, kind,
+                                       tools_used, confidence, fallback_tasks=fell_back, shared=bool(shared))
 
     def store_prepared(self, conn, memory_type: str, body: dict[str, str], tags: list[str], embedding: np.ndarray,
                prov: Provenance, kind: str | None, tools_used: Sequence[str] | None,
-               confidence: float | None, *, fallback_tasks: Sequence[str] = ()) -> UploadResult:
-        """Merge into a near duplicate of the same type, or insert. ``fallback_tasks``: what
-        :meth:`prepare` had the rules do (a new memory keeps them as marks for redo_fallbacks)."""
+               confidence: float | None, *, fallback_tasks: Sequence[str] = (), shared: bool = False) -> UploadResult:
+        """Merge into a near duplicate of the same type and owner (the agent, and whether it is
+        shared: a merge never carries one agent's text to another's view), or insert.
+        ``fallback_tasks``: what :meth:`prepare` had the rules do (a new memory keeps them as
+        marks for redo_fallbacks)."""
         store.set_ef_search(conn, self.settings.hnsw_ef_search)
         store.lock_type(conn, memory_type)
-        same = store.same_content_of_type(conn, memory_type, body["content"])
+        owner = {"owner": prov.agent_id, "shared": shared}
+        same = store.same_content_of_type(conn, memory_type, body["content"], **owner)
         if same is not None:
             return self._merge(conn, same[0], same[1], body, tags, prov, tools_used)
-        near = [(c, sim) for c, sim in store.nearest_of_type(conn, memory_type, embedding, k=3)
+        near = [(c, sim) for c, sim in store.nearest_of_type(conn, memory_type, embedding, k=3, **owner)
                 if sim >= self.settings.dedup_soft_threshold]
         for (candidate, sim), content_sim in zip(near, self._content_similarities(body, near)):
             if names_different_things(candidate.content, body["content"]):
@@ -144,7 +153,7 @@ class MemoryService:
             id="", memory_type=memory_type, tags=tags, summary_l0=l0, overview_l1=l1, kind=kind,
             tools_used=list(tools_used or []), confidence=confidence, agent_id=prov.agent_id,
             segment_id=prov.segment_id, session_file=prov.session_file, start_line=prov.start_line,
-            end_line=prov.end_line, **body)
+            end_line=prov.end_line, shared=shared, **body)
         store.insert_record(conn, record, embedding)
         marks_store.update_fallback_marks(conn, record.id,
                                           add=[*fallback_tasks, *(["summarize"] if summary_fell_back else [])])
@@ -281,7 +290,7 @@ class MemoryService:
         if repo is None or limit <= 0:
             return []
         with self.db.engine.connect() as conn:
-            ids = file_store.learned_in(conn, repo.remote, limit, agent_id)
+            ids = file_store.learned_in(conn, repo.remote, limit, agent_id, visible=access.visible_agents())
             records = {r.id: r for r in store.get_records(conn, ids, include_archived=False)}
         results = [SearchResult(records[i], 0.0, 0.0, ["repository"]) for i in ids if i in records]
         return self.mark_stale(results, repo_root, repo)
@@ -337,7 +346,8 @@ class MemoryService:
             q = QUERIES.embed(self.embedder, query)
         with self.db.search_engine.connect() as conn:
             arms.use_ef_search(conn, max(self.settings.hnsw_ef_search, k))
-            candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings), **filters)
+            candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings),
+                                         visible=access.visible_agents(), **filters)
             ranked = rank_candidates(candidates, self.settings, limit, explore)
             records = {r.id: r for r in store.get_records(conn, [c["id"] for c in ranked])}
         if count_hits:
@@ -353,18 +363,22 @@ class MemoryService:
         self.db.hits.flush()
 
     def get_memory_details(self, ids: Sequence[str]) -> list[MemoryRecord]:
-        """Full records; an explicit fetch is the strongest adoption signal (+2 hits)."""
+        """Full records (those the caller may see); an explicit fetch is the strongest adoption
+        signal (+2 hits)."""
         self.flush_hits()
         with self.db.engine.begin() as conn:
-            store.add_hits(conn, list(ids), 2)
-            return store.get_records(conn, list(ids))
+            records = [r for r in store.get_records(conn, list(ids)) if access.sees(r.agent_id, r.shared)]
+            store.add_hits(conn, [r.id for r in records], 2)
+            for r in records:
+                r.hit_count += 2
+            return records
 
     def get_memory(self, memory_id: str) -> MemoryRecord | None:
         """One record, any status; a plain read (no hit counted, unlike get_memory_details)."""
         self.flush_hits()
         with self.db.engine.connect() as conn:
             found = store.get_records(conn, [memory_id])
-        return found[0] if found else None
+        return found[0] if found and access.sees(found[0].agent_id, found[0].shared) else None
 
     def list_memories(self, limit: int = 50, offset: int = 0, tier: str | None = None,
                       agent_id: str | None = None) -> tuple[list[MemoryRecord], int]:
@@ -373,7 +387,8 @@ class MemoryService:
             raise ValueError("limit must be at least 1 and offset at least 0")
         self.flush_hits()
         with self.db.engine.connect() as conn:
-            return store.list_records(conn, limit=limit, offset=offset, tier=tier, agent_id=agent_id)
+            return store.list_records(conn, limit=limit, offset=offset, tier=tier, agent_id=agent_id,
+                                      visible=access.visible_agents())
 
     # -- feedback --------------------------------------------------------------------------------
 
@@ -383,6 +398,8 @@ class MemoryService:
         helpful = more hits and fresh recency; not helpful = a lower rank, and COLD after
         ``ULTRON_FEEDBACK_DEMOTE_AFTER`` net negatives). KeyError for an unknown id."""
         self.flush_hits()
+        if self.get_memory(memory_id) is None:  # unknown, or not the caller's to see
+            raise KeyError(f"no memory with id {memory_id!r}")
         with self.db.engine.begin() as conn:
             row = feedback_store.apply_memory_feedback(conn, memory_id, helpful, self.settings.feedback_demote_after)
             if row is None:
@@ -438,7 +455,8 @@ class MemoryService:
                     examined += 1
                     store.lock_type(conn, rec.memory_type)
                     emb = store.embedding_of(conn, rec.id)
-                    near = [(o, sim) for o, sim in store.nearest_of_type(conn, rec.memory_type, emb, k=2)
+                    near = [(o, sim) for o, sim in store.nearest_of_type(conn, rec.memory_type, emb, k=2,
+                                                                         owner=rec.agent_id, shared=rec.shared)
                             if o.id != rec.id and sim >= self.settings.dedup_similarity_threshold]
                     sims = self._content_similarities(rec.body(), near)
                     for (other, sim), content_sim in zip(near, sims):

@@ -31,7 +31,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import yaml
 
@@ -375,7 +375,7 @@ def _planned(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def export_skills(db: "Database", to: str | Path) -> ExportResult:
+def export_skills(db: "Database", to: str | Path, *, visible: "Sequence[str] | None" = None) -> ExportResult:
     """Bring ``to`` in line with the store: every current, non-retired skill as
     ``to/<name>/SKILL.md`` (+ supporting files); exported skills that were superseded
     under another name, retired or forgotten are removed. Unchanged skills are not
@@ -387,7 +387,7 @@ def export_skills(db: "Database", to: str | Path) -> ExportResult:
         _clean_leftovers(root)
         owned = _read_manifest(root)
         with db.engine.connect() as conn:
-            rows = store.exportable_skills(conn)
+            rows = store.exportable_skills(conn, visible=visible)
         manifest: dict[str, dict[str, str]] = {}
         for name, skill in _planned(rows).items():
             target = root / name

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ultron import access
 from ultron.claims import lease, renew
 from ultron.clusters.service import LEASE as CLUSTERING_LEASE
 from ultron.embeddings.query_cache import QUERIES
@@ -271,7 +272,7 @@ class SkillService:
         q = QUERIES.embed(self.ctx.embedder, query)
         with self.db.engine.begin() as conn:
             store.use_vector_index(conn, max(self.settings.hnsw_ef_search, limit))
-            rows = store.search(conn, q, limit)
+            rows = store.search(conn, q, limit, visible=access.visible_agents())
         out = []
         for r in rows:
             sim = float(r.pop("similarity"))
@@ -286,7 +287,7 @@ class SkillService:
         if not isinstance(slug, str) or not slug.strip():
             return None
         with self.db.engine.connect() as conn:
-            skill = store.get_skill(conn, slug.strip(), version)
+            skill = store.get_skill(conn, slug.strip(), version, visible=access.visible_agents())
         return None if skill is None or skill.get("lifecycle") == "retired" else skill
 
     def list_skills(self, include_superseded: bool = False, *, limit: int | None = None,
@@ -295,12 +296,13 @@ class SkillService:
         if (limit is not None and limit < 1) or offset < 0:
             raise ValueError("limit must be at least 1 and offset at least 0")
         with self.db.engine.connect() as conn:
-            return store.list_skills(conn, include_superseded, limit=limit, offset=offset)
+            return store.list_skills(conn, include_superseded, limit=limit, offset=offset,
+                                     visible=access.visible_agents())
 
     def count_skills(self) -> int:
         """Current, non-retired skills."""
         with self.db.engine.connect() as conn:
-            return store.count_served(conn)
+            return store.count_served(conn, visible=access.visible_agents())
 
     def retired_slugs(self) -> set[str]:
         with self.db.engine.connect() as conn:
@@ -315,6 +317,8 @@ class SkillService:
         s = self.settings
         with self.db.engine.begin() as conn:
             lifecycle = feedback_store.skill_lifecycle(conn, slug)
+            if lifecycle is not None and store.get_skill(conn, slug, visible=access.visible_agents()) is None:
+                lifecycle = None  # not the caller's to see: as if unknown
             if lifecycle is None:
                 raise KeyError(f"no skill named {slug!r}")
             if lifecycle == "retired":
