@@ -291,7 +291,7 @@ def test_another_agents_token_over_mcp(setup, owned):
                                                           "params": {"name": tool, "arguments": args}})
         assert answer.status_code == 200
         asked_by_id = tool in ("get_memory_details", "feedback")  # the id the caller sent may come back
-        if "zzowner" in answer.text or (memory.id in answer.text and not asked_by_id):
+        if "broker password" in answer.text or (memory.id in answer.text and not asked_by_id):
             leaks.append((tool, answer.text[:200]))
         if tool in ("upload_memory", "feedback", "get_skill"):
             assert answer.json()["result"].get("isError"), (tool, answer.text[:200])

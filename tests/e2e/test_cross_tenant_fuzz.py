@@ -231,12 +231,18 @@ def _seed_memories(svc, rng: random.Random) -> list[Mem]:
         mems.append(Mem(m, owner, shared, content, context, resolution))
     # twins: the very same text under different owners (or the same agent, shared and not):
     # deduplication must keep them apart, so a twin marker is seen by whoever sees one copy
-    for owners in (((AGENTS[0], False), (AGENTS[1], False)), ((AGENTS[2], False), (None, True)),
-                   ((AGENTS[1], False), (AGENTS[1], True))):
+    twin_texts = (
+        ("Rotate the webhook signing secret of the payments service every quarter and keep the previous one "
+         "valid for a day {m}.", "security review", "use the secrets manager"),
+        ("Docker Desktop on macOS runs out of disk when old build cache layers pile up {m}.",
+         "local builds getting slower", "run docker builder prune weekly"),
+        ("The flaky login end-to-end test passes once the browser viewport is at least 1280 wide {m}.",
+         "stabilising the playwright suite", "set the viewport in the shared fixture"),
+    )
+    for owners, text in zip((((AGENTS[0], False), (AGENTS[1], False)), ((AGENTS[2], False), (None, True)),
+                             ((AGENTS[1], False), (AGENTS[1], True))), twin_texts):
         m = "zqtwin" + _letters(rng)
-        text = (f"Rotate the webhook signing secret of the {rng.choice(SERVICES)} service every quarter and "
-                f"keep the previous one valid for a day {m}.", "security review", "use the secrets manager")
-        mems += [Mem(m, o, s, *text) for o, s in owners]
+        mems += [Mem(m, o, s, *(part.format(m=m) for part in text)) for o, s in owners]
     for mem in mems:
         record = svc.upload_memory(mem.content, mem.context, mem.resolution, ["xtfuzz"], agent_id=mem.owner,
                                    shared=mem.shared)
@@ -249,7 +255,7 @@ def _seed_memories(svc, rng: random.Random) -> list[Mem]:
     for group in by_id.values():          # a merge may only ever join the same owner and flag
         assert len({(g.owner, g.shared) for g in group}) == 1, f"merged across owners: {group}"
     twins = [m for m in mems if m.marker.startswith("zqtwin")]
-    assert len({m.id for m in twins}) == len(twins), "deduplication merged twins of different owners"
+    assert len({m.id for m in twins}) == len(twins), f"deduplication merged twins of different owners: {twins}"
     assert len(by_id) >= 45, f"only {len(by_id)} distinct memories: the texts deduplicated"
     return mems
 
