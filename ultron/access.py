@@ -8,6 +8,11 @@ Scopes nest: ``read`` (search, details, bundles, skills, the browser's pages), `
 server's own token (ULTRON_API_TOKEN, or the loopback token file) is the local admin, so
 one person on a laptop notices nothing.
 
+A token may be bound to agents: it sees their memories plus the shared ones, skills built
+only from memories it sees, and writes or forgets only as them. The services ask
+:func:`visible_agents`, :func:`sees`, :func:`writing_agent` and :func:`check_agent` about
+whoever a door said is acting (:func:`acting`), so no route filters on its own.
+
 Stdlib only: the HTTP app, the MCP server, the browser and the CLI all import it.
 """
 
@@ -158,17 +163,19 @@ def sees_all(owners: "list[tuple[str | None, bool]]") -> bool:
     return principal is None or all(principal.sees(a, s) for a, s in owners)
 
 
-def writing_agent(agent_id: str | None) -> str | None:
+def writing_agent(agent_id: str | None, *, required: bool = True) -> str | None:
     """The agent an upload, ingest or feedback by the acting principal is recorded as: the
     one it names when the principal acts for it, the principal's only agent when it names
     none; :class:`Refused` (403) for another agent's, (400) when a token of several agents
-    names none."""
+    names none and one is ``required`` (a feedback verdict may then record none)."""
     principal = _principal.get()
     if principal is None or principal.agents is None:
         return agent_id
     if agent_id is None:
         if len(principal.agents) == 1:
             return principal.agents[0]
+        if not required:  # a verdict need not say which of the token's agents gave it
+            return None
         raise Refused(400, f"token {principal.name!r} acts for {len(principal.agents)} agents: say which "
                            "one with agent_id")
     check_agent(agent_id)

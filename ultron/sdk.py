@@ -278,7 +278,7 @@ class Ultron:
             raise ValueError(f"note must be text of at most {MAX_NOTE_CHARS} characters")
         from ultron.access import writing_agent
 
-        agent_id = writing_agent(_agent(agent_id))
+        agent_id = writing_agent(_agent(agent_id), required=False)
         target = memory_id if memory_id is not None else skill
         if not isinstance(target, str) or not target.strip():
             raise ValueError("memory_id / skill must be a non-empty string")

@@ -344,3 +344,41 @@ def test_a_command_outside_any_store_says_where_it_looked_and_creates_nothing(tm
     assert done.returncode == 2 and done.stdout == ""
     assert f"no Ultron store at {tmp_path / '.ultron'} (ULTRON_HOME is unset: ./.ultron)" in done.stderr
     assert "--init" in done.stderr and not (tmp_path / ".ultron").exists()
+
+
+def test_tokens_bound_to_an_agent_and_share(client, capsys):
+    """`ultron tokens create --agent` binds a token; `ultron share` lets other agents' tokens
+    see a memory; both show in the list and the audit log."""
+    from ultron.access import acting
+
+    code, out, err = cli(capsys, "tokens", "create", "--name", "cli-bound", "--agent", "cli-agent-a", "--scope",
+                         "read")
+    assert code == 0 and out.startswith("ult_") and "agents cli-agent-a" in err
+    token = out.strip()
+    try:
+        code, out, _ = cli(capsys, "tokens", "list")
+        assert code == 0 and "cli-agent-a" in out
+        memory = client.upload_memory("Flush the zzcli cache before the nightly import.", agent_id="cli-agent-b")
+        principal, _ = client.tokens.resolve(token, None)
+        assert principal.agents == ("cli-agent-a",)
+
+        def found() -> bool:
+            import contextvars
+
+            def look():
+                acting(principal)
+                return client.get_memory(memory.id) is not None
+            return contextvars.copy_context().run(look)
+
+        assert not found(), "another agent's private memory is not the bound token's to see"
+        code, out, _ = cli(capsys, "share", memory.id)
+        assert code == 0 and out.startswith("1 memory now shared")
+        assert found()
+        code, out, _ = cli(capsys, "share", "--agent", "cli-agent-b", "--private")
+        assert code == 0 and not found()
+        code, out, _ = cli(capsys, "audit", "--action", "memories.share", "--json")
+        assert code == 0 and json.loads(out)[0]["detail"]["changed"] == 1
+        code, _, err = cli(capsys, "share")
+        assert code == 2 and "memory ids or --agent" in err
+    finally:
+        cli(capsys, "tokens", "revoke", "--name", "cli-bound")

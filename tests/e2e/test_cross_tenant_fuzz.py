@@ -27,6 +27,7 @@ from fastapi.testclient import TestClient
 from ultron.api.app import create_app
 
 SEED = 20261129
+ROUNDS = 2                  # passes of random probes per token and door (each pass draws anew)
 SERVER_TOKEN = "xtfuzz-server-token-0123456789"
 TOKEN_PREFIX = "xtfuzz-"
 AGENTS = ("xt-ana", "xt-bo", "xt-cy", "xt-dee")
@@ -34,7 +35,6 @@ GHOST = "xt-ghost"          # an agent with no memories at all: its token sees t
 STORE_TABLES = ("trajectory_records, raw_user_uploads, task_segments, memory_records, memory_contributions, "
                 "embedding_profile, knowledge_clusters, skills, feedback_events, memory_lexemes, memory_corpus, "
                 "bundle_serves")
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 # -- realistic, varied memory text ----------------------------------------------------------------
 
@@ -115,6 +115,8 @@ class Mem:
     context: str
     resolution: str
     id: str = ""
+    present: bool = True   # its marker is in the stored text (a merge into an older memory of
+                           # the same owner keeps that memory's words)
 
     @property
     def words(self) -> list[str]:
@@ -249,6 +251,9 @@ def _seed_memories(svc, rng: random.Random) -> list[Mem]:
         assert (record.agent_id, bool(record.shared)) == (mem.owner, mem.shared), \
             f"an upload of {mem.owner}/{mem.shared} was stored as {record.agent_id}/{record.shared}"
         mem.id = record.id
+    for mem in mems:
+        stored = svc.get_memory(mem.id)
+        mem.present = mem.marker in " ".join(stored[k] or "" for k in ("content", "context", "resolution"))
     by_id = defaultdict(list)
     for mem in mems:
         by_id[mem.id].append(mem)
@@ -416,8 +421,9 @@ def page(w: World, who: Who, door: str, url: str, params=None, probe: str = ""):
     return answer
 
 
-def _ids(text: str) -> set[str]:
-    return set(_UUID.findall(text))
+def _verdict(who: Who, helpful: bool) -> dict:
+    """A feedback body; a token of several agents says which of its agents gives it."""
+    return {"helpful": helpful, **({"agent_id": who.agents[0]} if who.agents else {})}
 
 
 # -- probe generation -------------------------------------------------------------------------------
@@ -444,10 +450,10 @@ def _query(w: World, who: Who) -> tuple[str, Mem | None]:
 
 def _must_find(w: World, who: Who, target: Mem | None) -> str | None:
     """The id a search naming ``target``'s marker must return for ``who`` (None: no demand)."""
-    if target is None or not who.sees_memory(target):
+    if target is None:
         return None
-    # a twin marker names several memories: the one ``who`` sees must come back
-    return next(m.id for m in w.memories if m.marker == target.marker and who.sees_memory(m))
+    # a twin marker names several memories: one ``who`` sees must come back
+    return next((m.id for m in w.memories if m.marker == target.marker and m.present and who.sees_memory(m)), None)
 
 
 def _random_ids(w: World, who: Who, n: int) -> list[str]:
@@ -537,13 +543,13 @@ def probe_rest(w: World, who: Who) -> None:
         mem = next((m for m in w.memories if m.id == i), None)
         if mem is not None and who.sees_memory(mem):
             continue
-        answer = rest(w, who, "rest:feedback", "POST", f"/memories/{i}/feedback", body={"helpful": True})
+        answer = rest(w, who, "rest:feedback", "POST", f"/memories/{i}/feedback", body=_verdict(who, True))
         L.expect(answer.status_code == (404 if who.writes else 403), "rest:feedback", who,
                  f"feedback on invisible {i}", f"{answer.status_code} {answer.text}")
     for s in _slugs(w, who, 2):
         if who.sees_skill(s):
             continue
-        answer = rest(w, who, "rest:feedback", "POST", f"/skills/{s.slug}/feedback", body={"helpful": True})
+        answer = rest(w, who, "rest:feedback", "POST", f"/skills/{s.slug}/feedback", body=_verdict(who, True))
         L.expect(answer.status_code in (403, 404), "rest:feedback", who, f"feedback on invisible skill {s.slug}",
                  f"{answer.status_code} {answer.text}")
     rest(w, who, "rest:stats", "GET", "/stats")
@@ -580,7 +586,7 @@ def probe_mcp(w: World, who: Who) -> None:
     for i in _random_ids(w, who, 1):
         mem = next((m for m in w.memories if m.id == i), None)
         if mem is None or not who.sees_memory(mem):
-            failed, _ = tool(w, who, "feedback", {"memory_id": i, "helpful": True})
+            failed, _ = tool(w, who, "feedback", {"memory_id": i, **_verdict(who, True)})
             L.expect(failed, "mcp:feedback", who, f"feedback on invisible {i}", "accepted")
     # the skill resources: skill://<slug> list and read
     listed = mcp(w, who, "resources/list", {}, "mcp:resources", "resources/list")
@@ -670,10 +676,12 @@ def probe_export(w: World, who: Who) -> None:
 
 def test_no_door_shows_a_token_what_it_may_not_see(world, capsys):
     w = world
+    for _ in range(ROUNDS):
+        for who in w.who.values():
+            probe_rest(w, who)
+            probe_mcp(w, who)
+            probe_browser(w, who)
     for who in w.who.values():
-        probe_rest(w, who)
-        probe_mcp(w, who)
-        probe_browser(w, who)
         probe_export(w, who)
     with capsys.disabled():
         print("\n" + w.ledger.summary())
@@ -690,8 +698,8 @@ def test_the_fuzz_is_not_vacuous(world):
         if who.agents is None:
             assert len(visible) == len(w.memories)
             assert all(who.sees_skill(s) for s in w.skills)
-        mine = [m for m in visible if m.owner in (who.agents or ()) and not m.shared]
-        shared = [m for m in visible if m.shared]
+        mine = [m for m in visible if m.owner in (who.agents or ()) and not m.shared and m.present]
+        shared = [m for m in visible if m.shared and m.present]
         sample = w.rng.sample(mine, min(3, len(mine))) + w.rng.sample(shared, 3)
         for m in sample:
             answer = w.http.post("/memories/search", headers=_auth(who), json={"query": m.marker, "limit": 10})
@@ -712,7 +720,7 @@ def test_the_fuzz_is_not_vacuous(world):
                 wrong.append((who.name, "GET visible skill", s.slug, got.status_code))
         if who.writes:
             m = w.rng.choice(visible)
-            fb = w.http.post(f"/memories/{m.id}/feedback", headers=_auth(who), json={"helpful": True})
+            fb = w.http.post(f"/memories/{m.id}/feedback", headers=_auth(who), json=_verdict(who, True))
             if fb.status_code != 200:
                 wrong.append((who.name, "feedback on a visible memory", m.id, fb.status_code, fb.text[:200]))
     # the shapes of the seeded world: every kind of skill is there
@@ -721,6 +729,14 @@ def test_the_fuzz_is_not_vacuous(world):
     assert any(len({m.owner for m in s.members}) > 1 and not any(m.shared for m in s.members) for s in w.skills)
     assert any(not w.who["ana-bo-read"].sees_skill(s) and w.who["server"].sees_skill(s) for s in w.skills)
     assert not wrong, wrong
+
+
+SHARED_LESSONS = (
+    "Cache the {repo} wheels between CI jobs to cut the install step {m}.",
+    "Run the {repo} database migrations before the app containers start in compose {m}.",
+    "Pin the {repo} Node version in .nvmrc so local and CI builds agree {m}.",
+    "Split the {repo} end-to-end suite across four runners by timing data {m}.",
+)
 
 
 def _upload(w: World, who: Who, **body):
@@ -763,13 +779,15 @@ def test_writes_stay_within_the_tokens_agents(world):
             wrong.append((who.name, "ingest upload as another agent", files.status_code, files.text[:200]))
         # 3. its own agent, shared: stored as its own and seen by another agent's token
         marker = "zqwrite" + _letters(rng)
-        answer = _upload(w, who, content=f"Cache the {rng.choice(REPOS)} wheels between CI jobs {marker}.",
-                         agent_id=own, shared=True)
+        lesson = SHARED_LESSONS[bound_writers.index(who) % len(SHARED_LESSONS)]
+        answer = _upload(w, who, content=lesson.format(repo=rng.choice(REPOS), m=marker), agent_id=own, shared=True)
         got = answer.json() if answer.status_code == 200 else {}
+        ghost = w.who["ghost-read"]
         if (got.get("agent_id"), got.get("shared")) != (own, True):
             wrong.append((who.name, "shared upload of its own agent", answer.status_code, answer.text[:200]))
-        elif got.get("id") not in w.http.post("/memories/search", headers=_auth(w.who["ghost-read"]),
-                                              json={"query": marker}).text:
+        elif w.http.get(f"/memories/{got['id']}", headers=_auth(ghost)).status_code != 200 or (
+                got["action"] == "inserted" and got["id"] not in w.http.post(
+                    "/memories/search", headers=_auth(ghost), json={"query": marker}).text):
             wrong.append((who.name, "a shared upload is not seen by another agent's token", marker))
         # 4. no agent_id: a single-agent token's agent is used
         if len(who.agents) == 1:
@@ -778,20 +796,21 @@ def test_writes_stay_within_the_tokens_agents(world):
             if answer.status_code != 200 or answer.json().get("agent_id") != own:
                 wrong.append((who.name, "upload without agent_id", answer.status_code, answer.text[:200]))
         # 5. deduplication: the very text of another agent's memory stays a memory of its own
-        victim = rng.choice([m for m in w.memories if not who.sees_memory(m) and m.owner is not None])
+        victim = rng.choice([m for m in w.memories if not who.sees_memory(m) and m.owner is not None and m.present])
+        before = w.svc.get_memory(victim.id)
         answer = _upload(w, who, content=victim.content, context=victim.context, resolution=victim.resolution,
                          agent_id=own)
         got = answer.json() if answer.status_code == 200 else {}
         if got.get("id") == victim.id or got.get("agent_id") != own or victim.id in answer.text:
             wrong.append((who.name, "an upload merged into another agent's memory", answer.text[:200]))
         same = w.svc.get_memory(victim.id)
-        if same is None or same["agent_id"] != victim.owner or same["content"] != victim.content:
+        if same is None or (same["agent_id"], same["content"]) != (before["agent_id"], before["content"]):
             wrong.append((who.name, "another agent's memory changed by a duplicate upload", victim.id))
         # 6. feedback on an invisible memory: 404 (REST, MCP)
-        fb = w.http.post(f"/memories/{victim.id}/feedback", headers=_auth(who), json={"helpful": False})
+        fb = w.http.post(f"/memories/{victim.id}/feedback", headers=_auth(who), json=_verdict(who, False))
         if fb.status_code != 404:
             wrong.append((who.name, "feedback on an invisible memory", fb.status_code, fb.text[:200]))
-        failed, _ = tool(w, who, "feedback", {"memory_id": victim.id, "helpful": False})
+        failed, _ = tool(w, who, "feedback", {"memory_id": victim.id, **_verdict(who, False)})
         if not failed:
             wrong.append((who.name, "MCP feedback on an invisible memory was accepted"))
 
@@ -814,7 +833,8 @@ def test_writes_stay_within_the_tokens_agents(world):
                                    {"csrf": csrf, "content": "overwritten zqedited", "tags": "x"}),
                                   ("POST", f"/ui/memories/{victim.id}/feedback", {"csrf": csrf, "helpful": "no"})):
             answer = w.http.request(method, url, data=data, follow_redirects=False)
-            if answer.status_code not in (403, 404):
+            # (400: the browser's feedback form cannot say which agent of a token of several gives it)
+            if answer.status_code not in (403, 404) and not (answer.status_code == 400 and "feedback" in url):
                 wrong.append((who.name, f"browser {method} {url}", answer.status_code, answer.text[:200]))
         w.http.cookies.clear()
         after = w.svc.get_memory(victim.id)
@@ -823,11 +843,11 @@ def test_writes_stay_within_the_tokens_agents(world):
     # 8. last (it would wipe a tenant): forgetting another agent wholesale
     for who in (x for x in bound_writers if x.scope == "admin"):
         foreign = next(a for a in AGENTS if a not in who.agents)
-        before = len([m for m in w.memories if m.owner == foreign])
+        owned = len({m.id for m in w.memories if m.owner == foreign})
         gone = w.http.delete(f"/agents/{foreign}", headers=_auth(who))
         if gone.status_code not in (403, 404):
             wrong.append((who.name, f"DELETE /agents/{foreign}", gone.status_code, gone.text[:200]))
         left = w.svc.list_memories(limit=500, agent_id=foreign)["total"]
-        if left < before:
-            wrong.append((who.name, f"{foreign}'s memories were forgotten by another agent's admin", before, left))
+        if left < owned:
+            wrong.append((who.name, f"{foreign}'s memories were forgotten by another agent's admin", owned, left))
     assert not wrong, "\n".join(map(str, wrong))

@@ -271,7 +271,8 @@ def visible_sql(visible: Sequence[str] | None, params: dict[str, Any], alias: st
     if visible is None:
         return "TRUE"
     params["visible"] = list(visible)
-    return f"({alias}shared OR {alias}agent_id = ANY(CAST(:visible AS text[])))"
+    # coalesce: a memory of no agent compares NULL, and NOT (...) of NULL would let it through
+    return f"({alias}shared OR coalesce({alias}agent_id = ANY(CAST(:visible AS text[])), false))"
 
 
 def _filters(tier: str | None, tags: Sequence[str] | None, agent_id: str | None,
