@@ -20,6 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.conftest import write_jsonl
+from ultron.db.memories import get_records
 from ultron.memory.service import Provenance
 from ultron.sdk import Ultron
 from ultron.settings import Settings
@@ -249,10 +250,14 @@ def test_forgetting_an_agent_leaves_no_trace_in_any_table_or_file(client, svc):
                                       dedup_soft_threshold=0.0), db=svc.db)
     with svc.db.engine.connect() as conn:
         target = conn.execute(sa.text("SELECT id, content FROM memory_records WHERE content LIKE '%billing%'")).one()
-    up = merged.memory.upload_memory(
-        "run failed: the billing service refused its port", "billing deploy on the staging host",
-        "Start billing with --port 8091.", ["billing", "staging"],
-        provenance=Provenance(OTHER, None, "/elsewhere/notes.jsonl", 3, 9), kind="procedural", tools_used=["run"])
+    # Uploads merge only within one owner since revision 0016, so this is a merge across agents
+    # as an older store holds them: the same merge, into the memory found by hand.
+    body = {"content": "run failed: the billing service refused its port",
+            "context": "billing deploy on the staging host", "resolution": "Start billing with --port 8091."}
+    with svc.db.engine.begin() as conn:
+        [candidate] = get_records(conn, [target.id])
+        up = merged.memory._merge(conn, candidate, 0.9, body, ["billing", "staging"],
+                                  Provenance(OTHER, None, "/elsewhere/notes.jsonl", 3, 9), ["run"])
     assert up.action == "merged" and up.record.id == target.id
     assert "agent:" + AGENT in up.record.tags and "staging" in up.record.tags
 

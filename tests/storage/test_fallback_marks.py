@@ -132,11 +132,11 @@ def test_a_merge_rebuilt_by_the_rules_after_forget_is_marked_and_re_merged(clien
             home=client.settings.home, llm_provider="openai", llm_base_url=server.url, llm_api_key="k",
             llm_max_retries=0, llm_retry_base_seconds=0.01)
         svc = MemoryService(ServiceContext(client.db, settings, provider=OpenAIProvider(settings)))
-        first = svc.upload_memory(*mem, provenance=Provenance(agent_id="a")).record
-        for agent in ("b", "c"):
-            assert svc.upload_memory(*mem, provenance=Provenance(agent_id=agent)).record.id == first.id
+        first = svc.upload_memory(*mem, provenance=Provenance("a", None, "/s/0.jsonl")).record
+        for n in (1, 2):  # the same agent's other sessions (uploads merge only within one owner)
+            assert svc.upload_memory(*mem, provenance=Provenance("a", None, f"/s/{n}.jsonl")).record.id == first.id
         state["up"] = False
-        svc.forget(agent_id="a")
+        svc.forget(session_file="/s/0.jsonl", agent_id="a")
         [rec] = memories(client)
         assert sorted(rec["fallback_tasks"]) == ["merge_memories", "summarize"]
         state.update(up=True, merged="LLM merged: pandas missing in the image")

@@ -16,6 +16,13 @@ import sqlalchemy as sa
 from ultron.db.memories import rewrite_sets
 
 
+def marks_for(fell_back: dict[str, bool]) -> dict[str, list[str]]:
+    """The marks to add (the rules answered) and to clear (the LLM did the task afresh), as
+    :func:`update_fallback_marks` takes them."""
+    return {"add": [t for t, fell in fell_back.items() if fell],
+            "clear": [t for t, fell in fell_back.items() if not fell]}
+
+
 def update_fallback_marks(conn: sa.Connection, memory_id: str, *, add: Sequence[str] = (),
                           clear: Sequence[str] = ()) -> None:
     """Add the tasks in ``add`` and drop those in ``clear`` (sorted, no repeats)."""

@@ -206,7 +206,7 @@ class MemoryService:
         if new_body is not None:
             summaries, fell_back = self._summaries_answer(new_body)
             embedding = self._embed(new_body)
-            marks_store.update_fallback_marks(conn, candidate.id, **_marks({"summarize": fell_back}))
+            marks_store.update_fallback_marks(conn, candidate.id, **marks_store.marks_for({"summarize": fell_back}))
         store.update_after_merge(conn, candidate.id, tags=merged_tags, body=new_body, summaries=summaries,
                                  embedding=embedding, merge_pending=pending)
         [record] = store.get_records(conn, [candidate.id])
@@ -433,63 +433,9 @@ class MemoryService:
             if busy is not None:
                 log.info("consolidation skipped: %s", busy)
                 return {"examined": 0, "merged": 0, "skipped": busy}
-            return self._consolidate(max_merges, batch_size)
+            from ultron.memory.consolidation import consolidate_pairs
 
-    def _consolidate(self, max_merges: int, batch_size: int) -> dict[str, Any]:
-        merged = examined = 0
-        after = ""
-        while merged < max_merges:
-            with self.db.engine.connect() as conn:
-                batch = store.active_ids_after(conn, after, batch_size)
-            if not batch:
-                break
-            for memory_id in batch:
-                after = memory_id
-                if merged >= max_merges:
-                    break
-                with self.db.engine.begin() as conn:
-                    store.set_ef_search(conn, self.settings.hnsw_ef_search)
-                    [rec] = store.get_records(conn, [memory_id]) or [None]
-                    if rec is None or rec.status != "active":
-                        continue
-                    examined += 1
-                    store.lock_type(conn, rec.memory_type)
-                    emb = store.embedding_of(conn, rec.id)
-                    near = [(o, sim) for o, sim in store.nearest_of_type(conn, rec.memory_type, emb, k=2,
-                                                                         owner=rec.agent_id, shared=rec.shared)
-                            if o.id != rec.id and sim >= self.settings.dedup_similarity_threshold]
-                    sims = self._content_similarities(rec.body(), near)
-                    for (other, sim), content_sim in zip(near, sims):
-                        if (content_sim < self.settings.dedup_similarity_threshold
-                                or names_different_things(rec.content, other.content)):
-                            continue
-                        keep, drop = sorted((rec, other), key=lambda r: (r.created_at, r.id))
-                        self._absorb(conn, keep, drop, sim)
-                        merged += 1
-                        break
-        return {"examined": examined, "merged": merged}
-
-    def _absorb(self, conn, keep: MemoryRecord, drop: MemoryRecord, sim: float) -> None:
-        body = drop.body()
-        existing = keep.body()
-        store.move_contributions(conn, drop.id, keep.id)
-        try:
-            merged = self.provider.merge_memories(existing, body)
-        except LLMError:
-            merged = existing
-        new_body = merged if merged != existing else None
-        summaries = None
-        if new_body:
-            summaries, fell_back = self._summaries_answer(new_body)
-            marks_store.update_fallback_marks(conn, keep.id, **_marks({"summarize": fell_back}))
-        store.update_after_merge(
-            conn, keep.id, tags=sorted(set(keep.tags) | set(drop.tags)), body=new_body,
-            summaries=summaries, embedding=self._embed(new_body) if new_body else None, merge_pending=False)
-        store.add_hits(conn, [keep.id], drop.hit_count)
-        feedback_store.move_memory_feedback(conn, drop.id, keep.id)
-        outcome_store.move_memory_outcomes(conn, drop.id, keep.id)
-        file_store.move_files(conn, drop.id, keep.id)
-        store.delete_records(conn, [drop.id])
+            return consolidate_pairs(self, max_merges, batch_size)
 
     # -- forget ----------------------------------------------------------------------------------
 
@@ -543,7 +489,7 @@ class MemoryService:
                 body, merge_fell_back = answer.value, merge_fell_back or answer.fell_back
             summaries, summary_fell_back = self._summaries_answer(body)
             store.replace_body(conn, memory_id, body, summaries, self._embed(body))
-            marks_store.update_fallback_marks(conn, memory_id, **_marks({"merge_memories": merge_fell_back,
+            marks_store.update_fallback_marks(conn, memory_id, **marks_store.marks_for({"merge_memories": merge_fell_back,
                                                                          "summarize": summary_fell_back}))
             store.set_provenance(conn, memory_id, **_remaining_provenance(before[memory_id], remaining,
                                                                            gone.get(memory_id, [])))
@@ -613,12 +559,6 @@ class ForgetResult:
     sessions: list[dict[str, Any]] = field(default_factory=list)
     #: source paths of the deleted raw archive rows
     archived_paths: list[str] = field(default_factory=list)
-
-
-def _marks(fell_back: dict[str, bool]) -> dict[str, list[str]]:
-    """Fallback marks to add (the rules answered) and to clear (the LLM did the task afresh)."""
-    return {"add": [t for t, fell in fell_back.items() if fell],
-            "clear": [t for t, fell in fell_back.items() if not fell]}
 
 
 def _body(row: dict[str, Any]) -> dict[str, str]:
