@@ -117,6 +117,17 @@ def agent_of(i: int) -> str:
     return f"agent-{i % AGENTS:02d}"
 
 
+def tags_of(i: int) -> list[str]:
+    """Two tags a memory: ``kind-NN`` (20 of them, 5% of the memories each) and ``topic-NNN``
+    (200, 0.5% each), spread independently of the agents (``(i // 7)``)."""
+    return [f"kind-{(i // 7) % 20:02d}", f"topic-{(i // 3) % 200:03d}"]
+
+
+def shared_of(i: int) -> bool:
+    """About 1% of the memories are shared (what a team's token sees besides its agents')."""
+    return i % 97 == 0
+
+
 def fill(conn, vectors: np.ndarray, texts: list[tuple[str, str]] | None) -> None:
     """COPY the memories (binary vectors); ``texts`` (content, context) pairs are cycled when
     given (real language, so the lexical arm meets real word frequencies), else 8 words."""
@@ -127,7 +138,7 @@ def fill(conn, vectors: np.ndarray, texts: list[tuple[str, str]] | None) -> None
     rng = np.random.default_rng(9)
     with raw.cursor() as cur:
         with cur.copy("COPY memory_records (id, memory_type, content, context, resolution, summary_l0, "
-                      "overview_l1, tier, hit_count, agent_id, embedding) FROM STDIN") as copy:
+                      "overview_l1, tier, hit_count, agent_id, embedding, tags, shared) FROM STDIN") as copy:
             for i in range(len(vectors)):
                 if texts:
                     content, context = texts[i % len(texts)]
@@ -136,7 +147,7 @@ def fill(conn, vectors: np.ndarray, texts: list[tuple[str, str]] | None) -> None
                     words = " ".join(rng.choice(WORDS, 8))
                     row = (f"memory {i}: {words}", "bench", "resolution " + words, words[:60], words)
                 copy.write_row((str(uuid.UUID(int=i + 1)), "error", *row, "WARM", int(rng.integers(0, 50)),
-                                agent_of(i), vectors[i]))
+                                agent_of(i), vectors[i], tags_of(i), shared_of(i)))
 
 
 def secondary_indexes(conn) -> list[tuple[str, str]]:

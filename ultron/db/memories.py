@@ -271,8 +271,11 @@ def visible_sql(visible: Sequence[str] | None, params: dict[str, Any], alias: st
     if visible is None:
         return "TRUE"
     params["visible"] = list(visible)
-    # coalesce: a memory of no agent compares NULL, and NOT (...) of NULL would let it through
-    return f"({alias}shared OR coalesce({alias}agent_id = ANY(CAST(:visible AS text[])), false))"
+    # NULL-safe (a memory of no agent is false here, never NULL, so NOT (...) keeps it out)
+    # and still indexable: the agent side through the agent indexes, the shared side through
+    # ix_memory_records_shared (a BitmapOr)
+    return (f"({alias}shared OR ({alias}agent_id IS NOT NULL "
+            f"AND {alias}agent_id = ANY(CAST(:visible AS text[]))))")
 
 
 def _filters(tier: str | None, tags: Sequence[str] | None, agent_id: str | None,
