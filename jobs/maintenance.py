@@ -185,6 +185,14 @@ def _report_consolidation(context: Context, client: Ultron, counts) -> None:
                      else f"consolidation: {counts}")
 
 
+def _report_owner_indexes(context: Context, client: Ultron, report) -> None:
+    if report.get("skipped"):
+        context.log.info(f"owner indexes: skipped ({report['skipped']})")
+        return
+    context.log.info(f"owner vector indexes: built {len(report['created'])}, dropped {len(report['dropped'])}, "
+                     f"kept {len(report['kept'])}")
+
+
 def _report_purge(context: Context, client: Ultron, purged) -> None:
     days = client.settings.raw_archive_retention_days
     context.log.info(f"raw archive: {purged} uploads older than {days:g} days purged")
@@ -194,14 +202,15 @@ def _report_purge(context: Context, client: Ultron, purged) -> None:
 REPORTERS: dict[str, Callable[[Context, Ultron, Any], None]] = {
     "refresh_sessions": _report_refresh, "segment_sessions": _report_segments, "label_segments": _report_labels,
     "extract_memories": _report_extraction, "redo_fallbacks": _report_redo, "rebalance_tiers": _report_tiers,
-    "cluster_memories": _report_clusters, "evolve_skills": _report_skills, "consolidate_memories": _report_consolidation,
+    "index_owners": _report_owner_indexes, "cluster_memories": _report_clusters, "evolve_skills": _report_skills,
+    "consolidate_memories": _report_consolidation,
     "purge_raw_archive": _report_purge,
 }
 
 
 #: steps over the whole memory store: they share the assets' pool, so a maintenance run and an
 #: automation run of tiers/clusters/skills never both run (one waits queued, not in a run slot)
-STORE_WIDE_STEPS = frozenset({"redo_fallbacks", "rebalance_tiers", "cluster_memories", "evolve_skills",
+STORE_WIDE_STEPS = frozenset({"redo_fallbacks", "rebalance_tiers", "index_owners", "cluster_memories", "evolve_skills",
                               "consolidate_memories"})
 
 

@@ -61,7 +61,7 @@ def test_store_wide_assets_and_maintenance_steps_share_the_ultron_store_pool():
     for key in ("raw_sessions", "task_segments", "quality_metrics", "memories", "sft_dataset"):
         assert not graph.get(dg.AssetKey(key)).pools, key
     assert {name for name, op in OPS.items() if op.pool == "ultron_store"} == set(STORE_WIDE_STEPS) == {
-        "redo_fallbacks", "rebalance_tiers", "cluster_memories", "evolve_skills", "consolidate_memories"}
+        "redo_fallbacks", "rebalance_tiers", "index_owners", "cluster_memories", "evolve_skills", "consolidate_memories"}
 
 
 def test_a_second_store_wide_run_stays_queued_instead_of_holding_a_run_slot(project_instance):

@@ -47,4 +47,4 @@ def test_maintenance_job_runs_the_one_sequence_the_sdk_runs():
     assert order(maintenance_job) == [s.name for s in STEPS]
     assert order(ingest_inbox) == [s.name for s in PIPELINE_STEPS]
     assert [s.key for s in STEPS] == ["refreshed", "segmented", "labeled", "extracted", "fallbacks_redone", "tiers",
-                                      "clusters", "skills", "consolidation", "raw_archive_purged"]
+                                      "owner_indexes", "clusters", "skills", "consolidation", "raw_archive_purged"]

@@ -43,6 +43,12 @@ def _redo_summary(results: list[Any]) -> dict[str, int]:
             "still_marked": sum(bool(r.still_marked) for r in results)}
 
 
+def _index_owners(client: "Ultron", batch_size: int) -> dict[str, Any]:
+    from ultron.memory.owner_indexes import refresh_owner_indexes
+
+    return refresh_owner_indexes(client.db, client.settings)
+
+
 def _consolidate(client: "Ultron", batch_size: int) -> dict[str, int] | None:
     if not client.settings.consolidate_enabled:
         return None
@@ -63,6 +69,8 @@ STEPS: tuple[Step, ...] = (
          "fallbacks_redone"),
     Step("rebalance_tiers", "Rebalance HOT/WARM/COLD tiers; archive stale COLD memories.",
          lambda c, n: c.run_tier_rebalance(), lambda r: r, "tiers"),
+    Step("index_owners", "Give each agent with many memories (and the shared memories) an HNSW index of its own; "
+         "drop those that shrank.", _index_owners, lambda r: r, "owner_indexes"),
     Step("cluster_memories", "Re-cluster active memories (HDBSCAN, stable ids, topics).",
          lambda c, n: c.clusters.run_clustering(), lambda r: r.to_dict(), "clusters"),
     Step("evolve_skills", "Crystallise ready clusters into skills; re-crystallise grown ones (new version if better).",

@@ -198,6 +198,10 @@ class Settings:
     #: instead of walking the HNSW graph past all the memories the filter drops. Each kept
     #: memory costs about 8 µs (its vector is TOASTed), so 1,000 is about 8 ms.
     search_exact_max: int = 1000
+    #: ULTRON_OWNER_INDEX_MIN: an agent with at least this many active memories (and the
+    #: shared memories, once as many) gets an HNSW index of its own (``ultron.db.vector_indexes``),
+    #: built by the maintenance step ``index_owners``; one that falls below half of it loses it.
+    owner_index_min: int = 1000
     #: ULTRON_PG_SHARED_BUFFERS: the embedded server's shared_buffers (e.g. "2GB"), applied when
     #: it starts; unset: a quarter of the machine's RAM, at most 4 GB (PostgreSQL's 128 MB
     #: default keeps a 1M-memory HNSW graph out of its cache).
@@ -326,6 +330,8 @@ class Settings:
             raise SettingsError("ULTRON_SEARCH_BM25_K1 must be > 0 and ULTRON_SEARCH_BM25_B within 0..1")
         if self.search_exact_max < 0:
             raise SettingsError("ULTRON_SEARCH_EXACT_MAX must be 0 (always HNSW) or more")
+        if self.owner_index_min < 1:
+            raise SettingsError("ULTRON_OWNER_INDEX_MIN must be at least 1")
         if self.search_lexical_pool < 1:
             raise SettingsError("ULTRON_SEARCH_LEXICAL_POOL must be at least 1")
         if not 0 <= self.dedup_soft_threshold <= self.dedup_similarity_threshold <= 1:
@@ -400,6 +406,7 @@ class Settings:
             search_resolution_weight=_number(env, "ULTRON_SEARCH_RESOLUTION_WEIGHT", float),
             search_lexical_pool=_number(env, "ULTRON_SEARCH_LEXICAL_POOL", int),
             search_exact_max=_number(env, "ULTRON_SEARCH_EXACT_MAX", int),
+            owner_index_min=_number(env, "ULTRON_OWNER_INDEX_MIN", int),
             search_bm25_k1=_number(env, "ULTRON_SEARCH_BM25_K1", float),
             search_bm25_b=_number(env, "ULTRON_SEARCH_BM25_B", float),
             hnsw_ef_search=_number(env, "ULTRON_HNSW_EF_SEARCH", int),

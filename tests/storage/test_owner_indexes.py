@@ -1,0 +1,118 @@
+"""Per-owner vector indexes (revision 0017): an agent with many memories, and the shared
+memories, get an HNSW graph of their own; a search filtered to them walks it; the migration
+builds them on a populated store and takes them away again; the maintenance step keeps them
+in line as agents grow and shrink."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from tests.storage.test_llm_usage_storage import alembic, scratch_db  # noqa: F401 - the fixture
+from ultron.db import vector_indexes as vi
+from ultron.db.memories import vec
+
+DIM = 384
+
+
+def unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.normal(size=(n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def fill(engine: sa.Engine, owners: dict[tuple[str | None, bool], int], seed: int = 0) -> None:
+    """``owners``: (agent, shared) -> how many memories."""
+    rng = np.random.default_rng(seed)
+    with engine.begin() as conn:
+        for (agent, shared), n in owners.items():
+            for v in unit(rng, n):
+                conn.execute(sa.text(
+                    "INSERT INTO memory_records (id, memory_type, content, agent_id, shared, embedding) "
+                    "VALUES (:id, 'error', :c, :a, :s, CAST(:e AS vector))"),
+                    {"id": str(uuid.uuid4()), "c": f"memory of {agent}", "a": agent, "s": shared, "e": vec(v)})
+
+
+def index_names(engine: sa.Engine) -> set[str]:
+    with engine.connect() as conn:
+        return set(conn.execute(sa.text(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memory_records' AND indexname LIKE 'ix_memory_vec_%'"
+        )).scalars())
+
+
+def test_the_migration_builds_the_owner_indexes_on_a_populated_store_and_drops_them(scratch_db, monkeypatch):
+    monkeypatch.setenv("ULTRON_OWNER_INDEX_MIN", "30")
+    assert alembic(scratch_db, "upgrade", "0016") == "0016"
+    fill(scratch_db, {("big-agent", False): 40, ("small-agent", False): 5, (None, False): 40, ("big-agent", True): 35})
+    assert alembic(scratch_db, "upgrade", "0017") == "0017"
+    assert index_names(scratch_db) == {vi.index_name("agent:big-agent"), vi.index_name(vi.SHARED)}
+    with scratch_db.connect() as conn:
+        assert set(vi.recorded(conn)) == {"agent:big-agent", vi.SHARED}
+        plan = "\n".join(conn.execute(sa.text(
+            "EXPLAIN SELECT id FROM memory_records WHERE status = 'active' AND agent_id = 'big-agent' "
+            "ORDER BY embedding <=> CAST(:q AS vector) LIMIT 10"), {"q": vec(np.ones(DIM) / DIM ** 0.5)}).scalars())
+    assert vi.index_name("agent:big-agent") in plan, plan
+    assert alembic(scratch_db, "downgrade", "0016") == "0016"
+    assert index_names(scratch_db) == set()
+    with scratch_db.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM memory_records")).scalar_one() == 120
+
+
+def test_an_agent_id_with_quotes_gets_a_safe_index():
+    assert vi.predicate("agent:o'brien; DROP TABLE x") == "agent_id = 'o''brien; DROP TABLE x' AND status = 'active'"
+    assert len(vi.index_name("agent:" + "a" * 200)) <= 63
+    with pytest.raises(ValueError):
+        vi.predicate("team:x")
+
+
+def test_maintenance_builds_indexes_as_agents_grow_and_drops_them_as_they_shrink(client, monkeypatch):
+    from ultron.memory.owner_indexes import refresh_owner_indexes
+
+    settings = client.settings.__class__.from_env(home=client.settings.home, owner_index_min=20)
+    fill(client.db.engine, {("grower", False): 25, ("tiny", False): 3})
+    first = refresh_owner_indexes(client.db, settings)
+    assert first["created"] == ["agent:grower"] and vi.index_name("agent:grower") in index_names(client.db.engine)
+    assert refresh_owner_indexes(client.db, settings) == {"created": [], "dropped": [], "kept": ["agent:grower"]}
+    # a build that died half way leaves an invalid index: it is dropped and built again
+    with client.db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE pg_index SET indisvalid = false WHERE indexrelid = CAST(:n AS regclass)"),
+                     {"n": vi.index_name("agent:grower")})
+    again = refresh_owner_indexes(client.db, settings)
+    assert again["created"] == ["agent:grower"]
+    with client.db.engine.begin() as conn:  # the agent shrinks below half the threshold
+        conn.execute(sa.text("UPDATE memory_records SET status = 'archived' WHERE agent_id = 'grower' AND id IN "
+                             "(SELECT id FROM memory_records WHERE agent_id = 'grower' LIMIT 20)"))
+    assert refresh_owner_indexes(client.db, settings)["dropped"] == ["agent:grower"]
+    assert vi.index_name("agent:grower") not in index_names(client.db.engine)
+
+
+def test_a_team_search_finds_the_nearest_of_its_agents_and_the_shared_ones(client):
+    """The dense arm of an agent-bound search is one arm per owner: it returns the exact
+    nearest memories among the token's agents' and the shared ones, never another's."""
+    from ultron import access
+    from ultron.db import search_arms
+    from ultron.memory.ranking import arm_settings
+
+    rng = np.random.default_rng(5)
+    owners = {("team-a", False): 30, ("team-b", False): 30, ("outsider", False): 30, ("outsider", True): 10,
+              (None, False): 10}
+    fill(client.db.engine, owners, seed=5)
+    q = unit(rng, 1)[0]
+    with client.db.engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT id, agent_id, shared, 1 - (embedding <=> CAST(:q AS vector)) AS sim FROM memory_records "
+            "WHERE status = 'active'"), {"q": vec(q)}).all()
+    allowed = [r for r in rows if r.shared or r.agent_id in ("team-a", "team-b")]
+    truth = [r.id for r in sorted(allowed, key=lambda r: -r.sim)[:10]]
+    plan = arm_settings(client.settings)
+    for exact_max in (0, 1000):  # the graph walks and the exact comparisons
+        with client.db.search_engine.connect() as conn:
+            got = search_arms.candidates(conn, "memory", q, k=10, plan={**plan, "exact_max": exact_max}, tier=None,
+                                         tags=None, agent_id=None, visible=("team-a", "team-b"))
+        ids = {r.id: r for r in rows}
+        dense = [c["id"] for c in sorted(got, key=lambda c: c["ann_rank"] or 99) if c["ann_rank"]]
+        assert all(ids[i].shared or ids[i].agent_id in ("team-a", "team-b") for i in [c["id"] for c in got])
+        assert len(set(dense[:10]) & set(truth)) >= 9, exact_max
+    assert access.visible_agents() is None

@@ -1,0 +1,52 @@
+"""Keeping the per-owner vector indexes in line with the store (``ultron.db.vector_indexes``):
+the maintenance step ``index_owners``.
+
+An agent reaching ``ULTRON_OWNER_INDEX_MIN`` active memories gets an index; one falling
+below half of that (or forgotten) loses it, so an agent hovering at the threshold is not
+indexed and dropped on alternate runs. Indexes are built and dropped ``CONCURRENTLY``:
+searches and uploads go on meanwhile. A build that failed (a killed worker, a full disk)
+leaves an invalid index behind; the next run drops it and builds again. Two workers may
+run this at once: ``IF NOT EXISTS`` and the work lease keep them from doubling the work.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ultron.claims import lease
+from ultron.db import vector_indexes as store
+from ultron.db.database import Database
+from ultron.settings import Settings
+
+log = logging.getLogger("ultron.memory")
+
+
+def refresh_owner_indexes(db: Database, settings: Settings) -> dict[str, Any]:
+    """Build the missing indexes, drop the ones no longer worth their upkeep; returns
+    ``{"created", "dropped", "kept"}`` (scopes) or ``{"skipped": why}``."""
+    with lease(db.engine, "index_owners", settings.claim_lease_seconds) as (_me, busy):
+        if busy is not None:
+            return {"skipped": busy}
+        threshold = settings.owner_index_min
+        with db.engine.connect() as conn:
+            wanted = store.owner_counts(conn, max(1, threshold // 2))
+            have = store.recorded(conn)
+        created, dropped, kept = [], [], []
+        with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            for scope, info in sorted(have.items()):
+                if scope in wanted and info["valid"]:
+                    kept.append(scope)
+                    continue
+                conn.exec_driver_sql(store.drop_sql(scope, concurrently=True))
+                store.forget(conn, scope)
+                if scope not in wanted:
+                    dropped.append(scope)
+            for scope, n in sorted(wanted.items()):
+                if scope in kept or n < threshold:
+                    continue
+                log.info("building the vector index of %s (%d memories)", scope, n)
+                conn.exec_driver_sql(store.create_sql(scope, concurrently=True))
+                store.record(conn, scope)
+                created.append(scope)
+        return {"created": created, "dropped": dropped, "kept": kept}
