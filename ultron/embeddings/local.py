@@ -19,12 +19,13 @@ stay resident, roughly 100 MB of a server's memory for a 6-layer encoder (issue 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -204,6 +205,28 @@ def _bfloat16_model(m: _Loaded) -> Any:
         return m.bfloat16
 
 
+#: torch's intra-op threads for one search query. A query is a dozen word pieces: splitting
+#: its matrix products over the machine's two cores saved nothing idle and cost 4.5x under
+#: load (55 ms against 12 ms, the Postgres backend and another process on the other core;
+#: ``benchmarks/query_embedding.py``). Batches (memories being stored) keep every thread.
+QUERY_THREADS = 1
+
+
+@contextlib.contextmanager
+def _intra_op_threads(torch: Any, threads: int | None) -> Iterator[None]:
+    """torch's intra-op pool at ``threads`` for one forward pass (callers hold the model's
+    lock, so no other pass runs meanwhile); a call costs well under a microsecond."""
+    before = torch.get_num_threads()
+    if threads is None or threads == before:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 class LocalMiniLMEmbedder:
     """all-MiniLM-L6-v2 (384-d), CPU, batched, loaded lazily once per process (thread-safe).
 
@@ -263,14 +286,13 @@ class LocalMiniLMEmbedder:
         0.9998 (2,000 LoCoMo questions and turns, and the tests' odd texts), far below what
         moves a ranking. Stored memories are embedded in float32 (``embed``), so vectors
         written never depend on the machine."""
-        if not self.query_bfloat16:
-            return self.embed_one(text)
         m = _load(self.model_dir)
-        return self._forward(m, check_texts([text]), model=_bfloat16_model(m))[0]
+        model = _bfloat16_model(m) if self.query_bfloat16 else None
+        return self._forward(m, check_texts([text]), model=model, threads=QUERY_THREADS)[0]
 
-    def _forward(self, m: _Loaded, batch: list[str], model: Any = None) -> np.ndarray:
+    def _forward(self, m: _Loaded, batch: list[str], model: Any = None, threads: int | None = None) -> np.ndarray:
         torch = m.torch
-        with m.lock, torch.inference_mode():
+        with m.lock, _intra_op_threads(torch, threads), torch.inference_mode():
             enc = m.tokenizer.encode_batch(batch)
             attention = torch.tensor([e.attention_mask for e in enc])
             tokens = (model or m.model)(torch.tensor([e.ids for e in enc]), attention).float()  # (batch, seq, 384)
