@@ -202,6 +202,10 @@ class Settings:
     #: shared memories, once as many) gets an HNSW index of its own (``ultron.db.vector_indexes``),
     #: built by the maintenance step ``index_owners``; one that falls below half of it loses it.
     owner_index_min: int = 1000
+    #: ULTRON_TAG_INDEXES: how many of the commonest tags (at least ULTRON_OWNER_INDEX_MIN
+    #: memories each) get an HNSW index of their own too; 0: none. Each memory sits in the
+    #: graph of each of its indexed tags, so every one costs disk and upload time.
+    tag_indexes: int = 16
     #: ULTRON_PG_SHARED_BUFFERS: the embedded server's shared_buffers (e.g. "2GB"), applied when
     #: it starts; unset: a quarter of the machine's RAM, at most 4 GB (PostgreSQL's 128 MB
     #: default keeps a 1M-memory HNSW graph out of its cache).
@@ -332,6 +336,8 @@ class Settings:
             raise SettingsError("ULTRON_SEARCH_EXACT_MAX must be 0 (always HNSW) or more")
         if self.owner_index_min < 1:
             raise SettingsError("ULTRON_OWNER_INDEX_MIN must be at least 1")
+        if self.tag_indexes < 0:
+            raise SettingsError("ULTRON_TAG_INDEXES must be 0 or more")
         if self.search_lexical_pool < 1:
             raise SettingsError("ULTRON_SEARCH_LEXICAL_POOL must be at least 1")
         if not 0 <= self.dedup_soft_threshold <= self.dedup_similarity_threshold <= 1:
@@ -407,6 +413,7 @@ class Settings:
             search_lexical_pool=_number(env, "ULTRON_SEARCH_LEXICAL_POOL", int),
             search_exact_max=_number(env, "ULTRON_SEARCH_EXACT_MAX", int),
             owner_index_min=_number(env, "ULTRON_OWNER_INDEX_MIN", int),
+            tag_indexes=_number(env, "ULTRON_TAG_INDEXES", int),
             search_bm25_k1=_number(env, "ULTRON_SEARCH_BM25_K1", float),
             search_bm25_b=_number(env, "ULTRON_SEARCH_BM25_B", float),
             hnsw_ef_search=_number(env, "ULTRON_HNSW_EF_SEARCH", int),

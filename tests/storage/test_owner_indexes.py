@@ -62,6 +62,7 @@ def test_the_migration_builds_the_owner_indexes_on_a_populated_store_and_drops_t
 
 def test_an_agent_id_with_quotes_gets_a_safe_index():
     assert vi.predicate("agent:o'brien; DROP TABLE x") == "agent_id = 'o''brien; DROP TABLE x' AND status = 'active'"
+    assert vi.predicate("tag:it's") == "tags @> CAST(ARRAY['it''s'] AS text[]) AND status = 'active'"
     assert len(vi.index_name("agent:" + "a" * 200)) <= 63
     with pytest.raises(ValueError):
         vi.predicate("team:x")

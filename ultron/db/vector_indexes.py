@@ -1,5 +1,5 @@
 """SQL for the per-owner vector indexes (revision 0017): one partial HNSW index for each agent
-with many memories, and one for the shared memories.
+with many memories, one for the shared memories, and one for each of the commonest tags.
 
 A search filtered to one agent walked the store's one HNSW graph and skipped every other
 agent's memories on the way: 30 ms and recall 0.87 for one agent among 50 at 100k
@@ -11,8 +11,10 @@ statement names the agent (``agent_id = $1`` under ``plan_cache_mode = force_cus
 which the search connections set), so the search statements need no index names.
 
 Which owners get one is decided by ``MemoryService.refresh_vector_indexes`` (the
-maintenance step); ``memory_vector_indexes`` records what exists, by scope: ``agent:<id>``
-or ``shared``.
+maintenance step); ``memory_vector_indexes`` records what exists, by scope: ``agent:<id>``,
+``shared`` or ``tag:<tag>``. A tag's index serves a search filtered by that one tag (the
+statement's ``tags @> ARRAY[tag]`` is the index's predicate); every memory carries several
+tags, so only the ``ULTRON_TAG_INDEXES`` commonest get one.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ def agent_scope(agent_id: str) -> str:
     return f"agent:{agent_id}"
 
 
+def tag_scope(tag: str) -> str:
+    return f"tag:{tag}"
+
+
 def index_name(scope: str) -> str:
     """A name Postgres accepts whatever the agent id holds (63 bytes at most)."""
     return "ix_memory_vec_" + hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()[:20]
@@ -47,6 +53,9 @@ def predicate(scope: str) -> str:
     """The rows a scope's index holds: exactly what a search of that owner asks for."""
     if scope == SHARED:
         return "shared AND status = 'active'"
+    if scope.startswith("tag:"):
+        # written as the search writes it once its parameter is bound (CAST(:tags AS text[]))
+        return f"tags @> CAST(ARRAY[{_literal(scope[len('tag:'):])}] AS text[]) AND status = 'active'"
     if not scope.startswith("agent:"):
         raise ValueError(f"unknown vector index scope {scope!r}")
     return f"agent_id = {_literal(scope[len('agent:'):])} AND status = 'active'"
@@ -57,13 +66,17 @@ def create_sql(scope: str, *, concurrently: bool) -> str:
     return f"CREATE INDEX {how}IF NOT EXISTS {index_name(scope)} ON memory_records {HNSW} WHERE {predicate(scope)}"
 
 
-def owner_counts(conn: sa.Connection, at_least: int) -> dict[str, int]:
-    """Scopes with at least ``at_least`` active memories, and how many each has."""
+def owner_counts(conn: sa.Connection, at_least: int, tags: int = 0) -> dict[str, int]:
+    """Scopes with at least ``at_least`` active memories, and how many each has: agents, the
+    shared memories, and the ``tags`` commonest tags."""
     rows = conn.execute(sa.text(
         "SELECT 'agent:' || agent_id AS scope, count(*) AS n FROM memory_records "
         "WHERE status = 'active' AND agent_id IS NOT NULL GROUP BY agent_id HAVING count(*) >= :t "
         "UNION ALL SELECT :shared, count(*) FROM memory_records WHERE shared AND status = 'active' "
-        "HAVING count(*) >= :t"), {"t": int(at_least), "shared": SHARED})
+        "HAVING count(*) >= :t "
+        "UNION ALL (SELECT 'tag:' || t, count(*) FROM memory_records, unnest(tags) t WHERE status = 'active' "
+        "GROUP BY t HAVING count(*) >= :t ORDER BY count(*) DESC, t LIMIT :tags)"),
+        {"t": int(at_least), "shared": SHARED, "tags": int(tags)})
     return {r.scope: int(r.n) for r in rows}
 
 

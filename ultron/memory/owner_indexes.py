@@ -1,5 +1,6 @@
 """Keeping the per-owner vector indexes in line with the store (``ultron.db.vector_indexes``):
-the maintenance step ``index_owners``.
+the maintenance step ``index_owners``. Owners here are agents, the shared memories and the
+``ULTRON_TAG_INDEXES`` commonest tags.
 
 An agent reaching ``ULTRON_OWNER_INDEX_MIN`` active memories gets an index; one falling
 below half of that (or forgotten) loses it, so an agent hovering at the threshold is not
@@ -30,7 +31,7 @@ def refresh_owner_indexes(db: Database, settings: Settings) -> dict[str, Any]:
             return {"skipped": busy}
         threshold = settings.owner_index_min
         with db.engine.connect() as conn:
-            wanted = store.owner_counts(conn, max(1, threshold // 2))
+            wanted = store.owner_counts(conn, max(1, threshold // 2), settings.tag_indexes)
             have = store.recorded(conn)
         created, dropped, kept = [], [], []
         with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:

@@ -1,6 +1,7 @@
-"""Per-owner vector indexes: a partial HNSW index for each agent with many memories and one
-for the shared memories, so a search filtered to an agent (or to what an agent-bound token
-sees) walks a graph of those memories only (``ultron.db.vector_indexes``).
+"""Per-owner vector indexes: a partial HNSW index for each agent with many memories, one for
+the shared memories and one for each of the commonest tags (``ULTRON_TAG_INDEXES``), so a
+search filtered to an agent, to what an agent-bound token sees, or to one tag walks a graph
+of those memories only (``ultron.db.vector_indexes``).
 
 * ``memory_vector_indexes``: which exist, by scope (``agent:<id>`` or ``shared``), with the
   index's name. The maintenance step ``index_owners`` keeps them in line with the store.
@@ -34,7 +35,8 @@ def upgrade() -> None:
     )
     conn = op.get_bind()
     threshold = max(1, int(os.environ.get("ULTRON_OWNER_INDEX_MIN") or 1000))
-    for scope in vi.owner_counts(conn, threshold):
+    tags = max(0, int(os.environ.get("ULTRON_TAG_INDEXES") or 16))
+    for scope in vi.owner_counts(conn, threshold, tags):
         conn.exec_driver_sql(vi.create_sql(scope, concurrently=False))
         vi.record(conn, scope)
 
