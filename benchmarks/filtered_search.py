@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _support import machine_line  # noqa: E402
 from search import (  # noqa: E402
     AGENTS, FixedEmbedder, agent_of, build, centres, load_texts, make_vectors, percentile, shared_of,
-    store_vectors, tags_of,
+    store_vectors,
 )
 
 REPO = Path(__file__).resolve().parents[1]
