@@ -117,3 +117,17 @@ def test_a_team_search_finds_the_nearest_of_its_agents_and_the_shared_ones(clien
         assert all(ids[i].shared or ids[i].agent_id in ("team-a", "team-b") for i in [c["id"] for c in got])
         assert len(set(dense[:10]) & set(truth)) >= 9, exact_max
     assert access.visible_agents() is None
+
+
+def test_forgetting_an_agent_takes_its_index_and_its_name_with_it(client):
+    from ultron.memory.owner_indexes import refresh_owner_indexes
+
+    settings = client.settings.__class__.from_env(home=client.settings.home, owner_index_min=10)
+    fill(client.db.engine, {("leaving-agent", False): 12})
+    assert refresh_owner_indexes(client.db, settings)["created"] == ["agent:leaving-agent"]
+    client.forget(agent_id="leaving-agent")
+    assert vi.index_name("agent:leaving-agent") not in index_names(client.db.engine)
+    with client.db.engine.connect() as conn:
+        assert vi.recorded(conn) == {}
+        assert not conn.execute(sa.text("SELECT count(*) FROM pg_index WHERE pg_get_expr(indpred, indrelid) "
+                                        "LIKE '%leaving-agent%'")).scalar_one()

@@ -103,3 +103,12 @@ def forget(conn: sa.Connection, scope: str) -> None:
 
 def drop_sql(scope: str, *, concurrently: bool) -> str:
     return f"DROP INDEX {'CONCURRENTLY ' if concurrently else ''}IF EXISTS {index_name(scope)}"
+
+
+def drop_owner(conn: sa.Connection, scope: str) -> bool:
+    """Drop a scope's index and its row in the caller's transaction (forgetting an agent: the
+    index's predicate holds the agent's name). True when there was one."""
+    had = conn.execute(sa.text("DELETE FROM memory_vector_indexes WHERE scope = :s RETURNING scope"),
+                       {"s": scope}).first() is not None
+    conn.exec_driver_sql(drop_sql(scope, concurrently=False))
+    return had
