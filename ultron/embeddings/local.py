@@ -205,10 +205,11 @@ def _bfloat16_model(m: _Loaded) -> Any:
         return m.bfloat16
 
 
-#: torch's intra-op threads for one search query. A query is a dozen word pieces: splitting
-#: its matrix products over the machine's two cores saved nothing idle and cost 4.5x under
-#: load (55 ms against 12 ms, the Postgres backend and another process on the other core;
-#: ``benchmarks/query_embedding.py``). Batches (memories being stored) keep every thread.
+#: torch's intra-op threads for one search query. A query is a dozen word pieces: on this
+#: 2-core machine two threads were 1.2x faster idle (9.8 against 12.0 ms p50) and 1.7x
+#: slower with the other core busy (20.4 against 11.9 ms; p95 139 against 15 ms), as it is
+#: on a server answering more than one request (``benchmarks/query_embedding.py``). Batches
+#: (memories being stored) keep every thread.
 QUERY_THREADS = 1
 
 
