@@ -203,8 +203,9 @@ class Settings:
     #: built by the maintenance step ``index_owners``; one that falls below half of it loses it.
     owner_index_min: int = 1000
     #: ULTRON_TAG_INDEXES: how many of the commonest tags (at least ULTRON_OWNER_INDEX_MIN
-    #: memories each) get an HNSW index of their own too; 0: none. Each memory sits in the
-    #: graph of each of its indexed tags, so every one costs disk and upload time.
+    #: memories each, on at most a fifth of them, ``agent:`` tags aside) get an HNSW index of
+    #: their own too; 0: none. Each memory sits in the graph of each of its indexed tags, so
+    #: every one costs disk and upload time.
     tag_indexes: int = 16
     #: ULTRON_PG_SHARED_BUFFERS: the embedded server's shared_buffers (e.g. "2GB"), applied when
     #: it starts; unset: a quarter of the machine's RAM, at most 4 GB (PostgreSQL's 128 MB

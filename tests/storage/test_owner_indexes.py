@@ -131,3 +131,16 @@ def test_forgetting_an_agent_takes_its_index_and_its_name_with_it(client):
         assert vi.recorded(conn) == {}
         assert not conn.execute(sa.text("SELECT count(*) FROM pg_index WHERE pg_get_expr(indpred, indrelid) "
                                         "LIKE '%leaving-agent%'")).scalar_one()
+
+
+def test_only_tags_that_narrow_the_search_get_a_graph(client):
+    """A tag on most memories (``trajectory``) or naming an agent gets no index; a tag on a
+    fifth or less of them does."""
+    settings = client.settings.__class__.from_env(home=client.settings.home, owner_index_min=10, tag_indexes=8)
+    fill(client.db.engine, {("tagger", False): 100})
+    with client.db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE memory_records SET tags = ARRAY['trajectory', 'agent:tagger']"))
+        conn.execute(sa.text("UPDATE memory_records SET tags = tags || ARRAY['pandas'] WHERE id IN "
+                             "(SELECT id FROM memory_records ORDER BY id LIMIT 15)"))
+        counts = vi.owner_counts(conn, 10, settings.tag_indexes)
+    assert set(counts) == {"agent:tagger", "tag:pandas"}, counts

@@ -66,17 +66,26 @@ def create_sql(scope: str, *, concurrently: bool) -> str:
     return f"CREATE INDEX {how}IF NOT EXISTS {index_name(scope)} ON memory_records {HNSW} WHERE {predicate(scope)}"
 
 
+#: a tag on more than this share of the memories gets no graph of its own: walking the
+#: store's graph finds its memories fast enough (one in five passes), and a tag such as
+#: ``trajectory``, which every memory extracted from a session carries, would copy the graph
+TAG_MAX_SHARE = 0.2
+
+
 def owner_counts(conn: sa.Connection, at_least: int, tags: int = 0) -> dict[str, int]:
     """Scopes with at least ``at_least`` active memories, and how many each has: agents, the
-    shared memories, and the ``tags`` commonest tags."""
+    shared memories, and the ``tags`` commonest tags on at most ``TAG_MAX_SHARE`` of the
+    memories (``agent:`` tags aside: the agent's own index serves its searches)."""
     rows = conn.execute(sa.text(
         "SELECT 'agent:' || agent_id AS scope, count(*) AS n FROM memory_records "
         "WHERE status = 'active' AND agent_id IS NOT NULL GROUP BY agent_id HAVING count(*) >= :t "
         "UNION ALL SELECT :shared, count(*) FROM memory_records WHERE shared AND status = 'active' "
         "HAVING count(*) >= :t "
-        "UNION ALL (SELECT 'tag:' || t, count(*) FROM memory_records, unnest(tags) t WHERE status = 'active' "
-        "GROUP BY t HAVING count(*) >= :t ORDER BY count(*) DESC, t LIMIT :tags)"),
-        {"t": int(at_least), "shared": SHARED, "tags": int(tags)})
+        "UNION ALL (SELECT 'tag:' || t, count(*) FROM memory_records, unnest(tags) t "
+        "WHERE status = 'active' AND t NOT LIKE 'agent:%' GROUP BY t HAVING count(*) >= :t "
+        "AND count(*) <= :share * (SELECT count(*) FROM memory_records WHERE status = 'active') "
+        "ORDER BY count(*) DESC, t LIMIT :tags)"),
+        {"t": int(at_least), "shared": SHARED, "tags": int(tags), "share": TAG_MAX_SHARE})
     return {r.scope: int(r.n) for r in rows}
 
 
