@@ -65,7 +65,7 @@ class WithoutVisibility:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.module, name)
 
-    def candidates(self, *args: Any, visible: Any = None, **kwargs: Any) -> Any:
+    def candidates(self, *args: Any, visible: Any = None, graphs: Any = None, **kwargs: Any) -> Any:
         if visible is not None:
             raise NotImplementedError("no visibility filter before issue 28")
         return self.module.candidates(*args, **kwargs)
@@ -137,6 +137,9 @@ def run_rows(memory, arms_module, vectors, ids, queries, qtexts, size, label: st
 
     saved = service_module.arms
     service_module.arms = arms_module
+    baseline = isinstance(arms_module, WithoutVisibility)
+    if baseline:  # that revision's layout has no vector index table to read
+        memory._graphs = lambda conn: frozenset()
     out = []
     try:
         for name, filters_of, rows_of in cases(size, len(queries)):
@@ -156,7 +159,7 @@ def run_rows(memory, arms_module, vectors, ids, queries, qtexts, size, label: st
                     with memory.db.search_engine.connect() as conn:
                         arms_module.use_ef_search(conn, max(memory.settings.hnsw_ef_search, 40))
                         got = arms_module.candidates(conn, text, q, k=40, plan=arm_settings(memory.settings),
-                                                     visible=visible, **filters)
+                                                     visible=visible, graphs=memory._graphs(conn), **filters)
                 except NotImplementedError:
                     times = []
                     break
@@ -173,6 +176,8 @@ def run_rows(memory, arms_module, vectors, ids, queries, qtexts, size, label: st
                 out.append((f"{label}: {name}", [], float("nan")))
     finally:
         service_module.arms = saved
+        memory.__dict__.pop("_graphs", None)
+        memory._graph_cache = None
     return out
 
 

@@ -108,10 +108,16 @@ def test_a_team_search_finds_the_nearest_of_its_agents_and_the_shared_ones(clien
     allowed = [r for r in rows if r.shared or r.agent_id in ("team-a", "team-b")]
     truth = [r.id for r in sorted(allowed, key=lambda r: -r.sim)[:10]]
     plan = arm_settings(client.settings)
-    for exact_max in (0, 1000):  # the graph walks and the exact comparisons
+    refresh = __import__("ultron.memory.owner_indexes", fromlist=["x"]).refresh_owner_indexes
+    refresh(client.db, client.settings.__class__.from_env(home=client.settings.home, owner_index_min=25))
+    with client.db.engine.connect() as conn:
+        graphs = vi.valid_scopes(conn)
+    assert {"agent:team-a", "agent:team-b", "agent:outsider"} <= graphs
+    # the graph walks, the exact comparisons, and each owner's own graph walked at once
+    for exact_max, known in ((0, frozenset()), (1000, frozenset()), (1000, graphs)):
         with client.db.search_engine.connect() as conn:
             got = search_arms.candidates(conn, "memory", q, k=10, plan={**plan, "exact_max": exact_max}, tier=None,
-                                         tags=None, agent_id=None, visible=("team-a", "team-b"))
+                                         tags=None, agent_id=None, visible=("team-a", "team-b"), graphs=known)
         ids = {r.id: r for r in rows}
         dense = [c["id"] for c in sorted(got, key=lambda c: c["ann_rank"] or 99) if c["ann_rank"]]
         assert all(ids[i].shared or ids[i].agent_id in ("team-a", "team-b") for i in [c["id"] for c in got])

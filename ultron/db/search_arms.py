@@ -110,7 +110,8 @@ def _dense_arm(cond: str, *, exact: bool, name: str = "ann", param: str = "") ->
         )"""
 
 
-def _owners_dense_arm(cond: str, visible: Sequence[str], params: dict[str, Any], exact: bool) -> str:
+def _owners_dense_arm(cond: str, visible: Sequence[str], params: dict[str, Any], exact: bool,
+                      graphs: frozenset[str] = frozenset()) -> str:
     """The ``ann`` CTE for what an agent-bound token sees (its agents' memories and the
     shared ones), as the union of one dense arm per owner: each agent's, then the shared
     memories', each through its own graph when it has one (``_dense_arm``). One condition
@@ -119,8 +120,10 @@ def _owners_dense_arm(cond: str, visible: Sequence[str], params: dict[str, Any],
     parts = []
     for i, agent in enumerate(visible):
         params[f"owner{i}"] = agent
-        parts.append(_dense_arm(f"{cond} AND agent_id = :owner{i}", exact=exact, name=f"ann{i}", param=str(i)))
-    parts.append(_dense_arm(f"{cond} AND shared", exact=exact, name="ann_shared", param="_shared"))
+        parts.append(_dense_arm(f"{cond} AND agent_id = :owner{i}", exact=exact and f"agent:{agent}" not in graphs,
+                                name=f"ann{i}", param=str(i)))
+    parts.append(_dense_arm(f"{cond} AND shared", exact=exact and "shared" not in graphs, name="ann_shared",
+                            param="_shared"))
     union = " UNION ALL ".join([f"SELECT id, dist FROM ann{i}" for i in range(len(visible))]
                                + ["SELECT id, dist FROM ann_shared"])
     # a shared memory of one of the agents is in two parts: once here
@@ -152,9 +155,14 @@ def query_terms(conn: sa.Connection, text: str, plan: dict[str, Any]) -> list[di
     return [dict(r._mapping) for r in rows]
 
 
+def _tag_graph(tags: Sequence[str] | None, graphs: frozenset[str]) -> bool:
+    """One tag, and it has a graph of its own (``ultron.db.vector_indexes``)."""
+    return bool(tags) and len(tags) == 1 and f"tag:{tags[0]}" in graphs
+
+
 def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int, plan: dict[str, Any],
                tier: str | None, tags: Sequence[str] | None, agent_id: str | None,
-               visible: Sequence[str] | None = None) -> list[dict[str, Any]]:
+               visible: Sequence[str] | None = None, graphs: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """Both arms and their join, one statement, on a connection of ``Database.search_engine``
     (the vector goes over as binary): one row per memory in either arm's top ``k``, with
     ``CANDIDATE_COLS``, ``similarity`` (cosine), ``feedback_factor``, ``bm25`` (0 outside the
@@ -165,14 +173,19 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
     The HNSW walk runs under ``use_ef_search`` and the iterative scan of
     ``Database.search_engine``; its rows are ranked by distance here, as a relaxed-order scan
     may return them slightly out of order. ``visible``: the agents of an agent-bound token
-    (``ultron.access.visible_agents``); only theirs and shared memories are candidates."""
+    (``ultron.access.visible_agents``); only theirs and shared memories are candidates.
+    ``graphs``: the scopes with a vector index of their own (``ultron.db.vector_indexes``):
+    their dense arm walks it without first counting what the filter keeps. A scope named
+    here without an index still gets the right answer, from the store's graph."""
     cond, params = _filters(tier, tags, agent_id, visible)
     exact = bool(tags or agent_id or visible is not None) and plan.get("exact_max", 0) > 0
     if visible is not None and agent_id is None:  # a graph per owner (the condition above stays for the pool)
         base, _ = _filters(tier, tags, None)
-        dense = _owners_dense_arm(base, visible, params, exact)
+        dense = _owners_dense_arm(base, visible, params, exact and not _tag_graph(tags, graphs), graphs)
     else:
-        dense = _dense_arm(cond, exact=exact)
+        # a filter with a graph of its own walks it at once: no count of what it keeps first
+        own = (f"agent:{agent_id}" in graphs) if agent_id else _tag_graph(tags, graphs)
+        dense = _dense_arm(cond, exact=exact and not own)
     params.update(_lexical_params(plan), text=text, q=np.asarray(embedding, dtype=np.float32), k=k,
                   exact_max=int(plan.get("exact_max", 0)))
     sql = f"""

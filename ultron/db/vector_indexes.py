@@ -121,3 +121,10 @@ def drop_owner(conn: sa.Connection, scope: str) -> bool:
                        {"s": scope}).first() is not None
     conn.exec_driver_sql(drop_sql(scope, concurrently=False))
     return had
+
+
+def valid_scopes(conn: sa.Connection) -> frozenset[str]:
+    """The scopes whose index is there and valid, which searches may walk at once."""
+    return frozenset(conn.execute(sa.text(
+        "SELECT v.scope FROM memory_vector_indexes v JOIN pg_class c ON c.relname = v.index_name "
+        "JOIN pg_index x ON x.indexrelid = c.oid WHERE x.indisvalid")).scalars())

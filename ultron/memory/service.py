@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
@@ -27,6 +28,7 @@ from ultron.db import memories as store
 from ultron.db import outcomes as outcome_store
 from ultron.db import memory_files as file_store
 from ultron.db import search_arms as arms
+from ultron.db import vector_indexes as vector_index_store
 from ultron.db.memories import MemoryRecord
 from ultron.embeddings.query_cache import QUERIES
 from ultron.heuristics.merge import names_different_things
@@ -38,6 +40,9 @@ from ultron.memory.staleness import StaleFile, reason, stale_files
 from ultron.vocabulary import DETAIL_LEVELS, L0_TOKENS, L1_TOKENS
 
 log = logging.getLogger("ultron.memory")
+
+#: how long a process trusts its list of owners with a vector index (``MemoryService._graphs``)
+GRAPHS_SECONDS = 30.0
 
 __all__ = ["EmbeddingProfileMismatch", "ForgetResult", "MemoryService", "Provenance", "SearchResult", "UploadResult",
            "embedding_text", "rank_candidates"]
@@ -91,6 +96,7 @@ class MemoryService:
         self.ctx = ctx
         self.db = ctx.db
         self.settings = ctx.settings
+        self._graph_cache: tuple[float, frozenset[str]] | None = None
 
     @property
     def provider(self):
@@ -346,8 +352,10 @@ class MemoryService:
             q = QUERIES.embed(self.embedder, query)
         with self.db.search_engine.connect() as conn:
             arms.use_ef_search(conn, max(self.settings.hnsw_ef_search, k))
+            graphs = self._graphs(conn) if any(filters.values()) or access.visible_agents() is not None \
+                else frozenset()
             candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings),
-                                         visible=access.visible_agents(), **filters)
+                                         visible=access.visible_agents(), graphs=graphs, **filters)
             ranked = rank_candidates(candidates, self.settings, limit, explore)
             records = {r.id: r for r in store.get_records(conn, [c["id"] for c in ranked])}
         if count_hits:
@@ -356,6 +364,14 @@ class MemoryService:
                 record.hit_count += 1
         return [SearchResult(records[c["id"]], float(c["similarity"]), c["score"], c["matched"])
                 for c in ranked if c["id"] in records]
+
+    def _graphs(self, conn) -> frozenset[str]:
+        """The owners with a vector index of their own, read at most every GRAPHS_SECONDS (an
+        index built or dropped meanwhile only changes how fast, not what, a search finds)."""
+        now = time.monotonic()
+        if self._graph_cache is None or now - self._graph_cache[0] > GRAPHS_SECONDS:
+            self._graph_cache = (now, vector_index_store.valid_scopes(conn))
+        return self._graph_cache[1]
 
     def flush_hits(self) -> None:
         """Wait until this process's searches have written their hit counts (``ultron.db.hits``);
