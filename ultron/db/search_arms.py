@@ -179,12 +179,15 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
     here without an index still gets the right answer, from the store's graph."""
     cond, params = _filters(tier, tags, agent_id, visible)
     exact = bool(tags or agent_id or visible is not None) and plan.get("exact_max", 0) > 0
+    # A filter with a graph of its own walks it at once, with no count of what it keeps first;
+    # only when it is the whole filter: a tier or a tag on top may keep few of that graph's
+    # memories, and then the count's exact comparison is what finds them.
     if visible is not None and agent_id is None:  # a graph per owner (the condition above stays for the pool)
         base, _ = _filters(tier, tags, None)
-        dense = _owners_dense_arm(base, visible, params, exact and not _tag_graph(tags, graphs), graphs)
+        dense = _owners_dense_arm(base, visible, params, exact, graphs if not (tier or tags) else frozenset())
     else:
-        # a filter with a graph of its own walks it at once: no count of what it keeps first
-        own = (f"agent:{agent_id}" in graphs) if agent_id else _tag_graph(tags, graphs)
+        own = (f"agent:{agent_id}" in graphs and not (tier or tags) if agent_id
+               else _tag_graph(tags, graphs) and not tier)
         dense = _dense_arm(cond, exact=exact and not own)
     params.update(_lexical_params(plan), text=text, q=np.asarray(embedding, dtype=np.float32), k=k,
                   exact_max=int(plan.get("exact_max", 0)))
