@@ -66,6 +66,17 @@ def test_search_settings_are_read_from_the_environment():
 def test_the_arms_take_their_parameters_from_the_settings():
     s = Settings.from_env({"ULTRON_SEARCH_LEXICAL_POOL": "50", "ULTRON_SEARCH_CONTEXT_WEIGHT": "0.25",
                            "ULTRON_SEARCH_RESOLUTION_WEIGHT": "2", "ULTRON_SEARCH_BM25_K1": "1.2",
-                           "ULTRON_SEARCH_BM25_B": "0.75", "ULTRON_SEARCH_EXACT_MAX": "300"})
+                           "ULTRON_SEARCH_BM25_B": "0.75", "ULTRON_SEARCH_EXACT_MAX": "300",
+                           "ULTRON_HNSW_EF_SEARCH": "64"})
     assert arm_settings(s) == {"pool": 50, "k1": 1.2, "b": 0.75, "weights": {"A": 1.0, "B": 2.0, "C": 0.25},
-                               "exact_max": 300}
+                               "exact_max": 300, "ef_search": 64}
+
+
+def test_the_candidates_statement_keeps_casts_and_percent_signs_when_run_unprepared():
+    """The statement goes to psycopg in its own parameter style; a ``::`` cast or a ``%`` in
+    it must come through as written, or every search fails."""
+    from ultron.db.search_arms import _pyformat
+
+    sql = "SELECT x::float8, CAST(:q AS vector), '%' || :tag_0 FROM t WHERE a = :a1 AND b::text = 'c:d'"
+    assert _pyformat(sql) == ("SELECT x::float8, CAST(%(q)s AS vector), '%%' || %(tag_0)s FROM t "
+                              "WHERE a = %(a1)s AND b::text = 'c:d'")

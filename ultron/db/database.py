@@ -128,11 +128,10 @@ class Database:
                 @sa.event.listens_for(engine, "connect")
                 def _session(dbapi_conn, _record) -> None:
                     with dbapi_conn.cursor() as cur:
-                        # force_custom_plan: psycopg prepares a statement run 5 times, and the
-                        # generic plan of the candidates statement took 100 ms, not 5
-                        # (benchmarks/search.py's store at 100k), had Postgres ever chosen it.
-                        cur.execute("SET hnsw.iterative_scan = relaxed_order; SET synchronous_commit = off; "
-                                    "SET plan_cache_mode = force_custom_plan")
+                        # No plan_cache_mode here: the candidates statement, whose generic plan
+                        # took 100 ms, not 5, runs unprepared (ultron.db.search_arms), so it is
+                        # planned with its values each time; the rest may keep a generic plan.
+                        cur.execute("SET hnsw.iterative_scan = relaxed_order; SET synchronous_commit = off")
                     # The query vector goes over as binary (pgvector's adapter): its 384 floats
                     # as text took 0.2 ms a statement to print and parse. Nothing read here
                     # returns a vector column, so nothing else changes.

@@ -20,11 +20,14 @@ is not scored; every query word still counts in the score of the memories that a
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
+from psycopg.rows import dict_row
 
 from ultron.db.feedback import FEEDBACK_FACTOR_SQL
 from ultron.db.memories import _filters
@@ -76,6 +79,9 @@ _WEIGHTED_LEN = "(:wa * d.len_content + :wb * d.len_resolution + :wc * d.len_con
 # minus (the vector minus the query's lexemes). Two passes in C, against one row (with two
 # arrays) per lexeme of the document for a plain unnest then a filter: the pool's scoring
 # took about half the time at 100k memories (EXPLAIN ANALYZE, 200 documents).
+# (The subquery that unnests it ends in OFFSET 0: inlined, its weighted tf was computed
+# three times a row, in the filter and in BM25's numerator and denominator: 3.1 against
+# 2.2 ms for a pool of 148 documents at 100k memories, EXPLAIN ANALYZE.)
 _QUERY_WORDS_OF_DOC = ("ts_delete(d.search_tsv, tsvector_to_array(ts_delete(d.search_tsv, "
                        "ARRAY(SELECT lexeme FROM terms))))")
 
@@ -169,8 +175,9 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
     lexical top k), ``ann_rank`` and ``lex_rank`` (None outside that arm's top k).
 
     ``plan``: ``pool``, ``k1``, ``b``, ``weights`` (tsvector weight letter -> BM25F field
-    weight) and ``exact_max`` (``_dense_arm``), from ``ultron.memory.ranking.arm_settings``.
-    The HNSW walk runs under ``use_ef_search`` and the iterative scan of
+    weight), ``exact_max`` (``_dense_arm``) and ``ef_search``, from
+    ``ultron.memory.ranking.arm_settings``. The HNSW walk runs with ``ef_search`` (at
+    least ``k``; set here through ``use_ef_search``) and the iterative scan of
     ``Database.search_engine``; its rows are ranked by distance here, as a relaxed-order scan
     may return them slightly out of order. ``visible``: the agents of an agent-bound token
     (``ultron.access.visible_agents``); only theirs and shared memories are candidates.
@@ -179,16 +186,26 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
     here without an index still gets the right answer, from the store's graph."""
     cond, params = _filters(tier, tags, agent_id, visible)
     exact = bool(tags or agent_id or visible is not None) and plan.get("exact_max", 0) > 0
+    ef = max(int(plan["ef_search"]), k) if "ef_search" in plan else None  # else the connection's
     # A filter with a graph of its own walks it at once, with no count of what it keeps first;
     # only when it is the whole filter: a tier or a tag on top may keep few of that graph's
     # memories, and then the count's exact comparison is what finds them.
     if visible is not None and agent_id is None:  # a graph per owner (the condition above stays for the pool)
         base, _ = _filters(tier, tags, None)
-        dense = _owners_dense_arm(base, visible, params, exact, graphs if not (tier or tags) else frozenset())
+        owned = graphs if not (tier or tags) else frozenset()
+        dense = _owners_dense_arm(base, visible, params, exact, owned)
+        if all(f"agent:{a}" in owned for a in visible) and "shared" in owned:
+            # Every part walks a graph of its own, and the union takes the best k of k per
+            # part: ef_search = k keeps recall@10 at 0.998+ and costs a third of the
+            # store's ef (100) per part, 3 walks being the team search's extra cost
+            # (benchmarks/filtered_search.py: 1.41x unfiltered with ef 100 at 100k).
+            ef = k
     else:
         own = (f"agent:{agent_id}" in graphs and not (tier or tags) if agent_id
                else _tag_graph(tags, graphs) and not tier)
         dense = _dense_arm(cond, exact=exact and not own)
+    if ef is not None:
+        use_ef_search(conn, ef)
     params.update(_lexical_params(plan), text=text, q=np.asarray(embedding, dtype=np.float32), k=k,
                   exact_max=int(plan.get("exact_max", 0)))
     sql = f"""
@@ -202,7 +219,8 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
             SELECT d.id, sum(t.idf * t.qtf * x.tf * (:k1 + 1)
                              / (x.tf + :k1 * (1 - :b + :b * {_WEIGHTED_LEN} / t.avgdl))) AS bm25
             FROM pool d
-            CROSS JOIN LATERAL (SELECT u.lexeme, {_WEIGHTED_TF}::float8 AS tf FROM unnest({_QUERY_WORDS_OF_DOC}) u) x
+            CROSS JOIN LATERAL (SELECT u.lexeme, {_WEIGHTED_TF}::float8 AS tf FROM unnest({_QUERY_WORDS_OF_DOC}) u
+                                OFFSET 0) x
             JOIN terms t ON t.lexeme = x.lexeme
             WHERE x.tf > 0
             GROUP BY d.id
@@ -220,4 +238,26 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
         LEFT JOIN ranked_ann a ON a.id = c.id
         LEFT JOIN ranked_lex l ON l.id = c.id
     """
-    return [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
+    return _unprepared(conn, sql, params)
+
+
+# SQLAlchemy's rule for a bind parameter in text(): a colon and a name, not part of a ``::`` cast
+_BIND = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
+
+
+@functools.lru_cache(maxsize=256)
+def _pyformat(sql: str) -> str:
+    """``sql``'s ``:name`` parameters in psycopg's ``%(name)s`` form (one entry per filter
+    shape: the statement text depends only on which filters are set)."""
+    return _BIND.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+def _unprepared(conn: sa.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The candidates statement, run by psycopg itself as an unnamed statement: planned with
+    this search's values every time (its generic plan took 100 ms, not 5, at 100k memories),
+    while the other statements of the search connections (the records read after ranking)
+    are prepared and keep a generic plan (0.34 against 0.68 ms with a plan a time). Rows come
+    as dicts from psycopg, not through SQLAlchemy's rows: 80 of them cost ~0.5 ms that way."""
+    with conn.connection.driver_connection.cursor(row_factory=dict_row) as cur:
+        cur.execute(_pyformat(sql), params, prepare=False)
+        return cur.fetchall()

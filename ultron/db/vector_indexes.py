@@ -7,8 +7,8 @@ memories, against 2.5 ms and 0.985 through a graph of that agent's memories alon
 (``benchmarks/filtered_search.py``). A partial index is what Postgres offers for that
 without changing the table's keys (LIST partitions by agent would: the primary key and
 every foreign key to it would have to carry the agent). The planner uses one when the
-statement names the agent (``agent_id = $1`` under ``plan_cache_mode = force_custom_plan``,
-which the search connections set), so the search statements need no index names.
+statement names the agent (``agent_id = $1`` in a statement planned with its values: the
+search's runs unprepared), so the search statements need no index names.
 
 Which owners get one is decided by ``MemoryService.refresh_vector_indexes`` (the
 maintenance step); ``memory_vector_indexes`` records what exists, by scope: ``agent:<id>``,

@@ -46,11 +46,11 @@ def field_weights(settings: Settings) -> dict[str, float]:
 
 def arm_settings(settings: Settings) -> dict[str, Any]:
     """What the arms search with (``ultron.db.search_arms.candidates``): the pool of memories
-    the lexical arm may score, BM25's k1 and b, the BM25F field weights, and the filtered
-    set below which the dense arm is exact."""
+    the lexical arm may score, BM25's k1 and b, the BM25F field weights, the filtered set
+    below which the dense arm is exact, and HNSW's ef_search."""
     return {"pool": int(settings.search_lexical_pool), "k1": float(settings.search_bm25_k1),
             "b": float(settings.search_bm25_b), "weights": field_weights(settings),
-            "exact_max": int(settings.search_exact_max)}
+            "exact_max": int(settings.search_exact_max), "ef_search": int(settings.hnsw_ef_search)}
 
 
 def _to_best(values: list[float]) -> list[float]:

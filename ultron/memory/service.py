@@ -351,7 +351,6 @@ class MemoryService:
         if q is None:
             q = QUERIES.embed(self.embedder, query)
         with self.db.search_engine.connect() as conn:
-            arms.use_ef_search(conn, max(self.settings.hnsw_ef_search, k))
             graphs = self._graphs(conn) if any(filters.values()) or access.visible_agents() is not None \
                 else frozenset()
             candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings),
