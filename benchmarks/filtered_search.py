@@ -191,17 +191,30 @@ def recall(memory, arms_module, vectors, ids, queries, qtexts, filters_of, rows_
     return statistics.mean(found)
 
 
-def run_builds(builds, memory, minilm, vectors, ids, queries, qtexts, size) -> list[tuple[str, list[float], float]]:
-    """Every build, case and query: timed in blocks of ``BLOCK`` queries, the builds taking
+def run_builds(builds, memory, minilm, vectors, ids, queries, qtexts, size,
+               warm_passes: int = 0) -> list[tuple[str, list[float], float]]:
+    """Every build, case and query, timed in blocks of ``BLOCK`` queries, the builds taking
     turns (and turns about who goes first), each block warmed by one search per case; then
-    each case's recall. ``minilm``: a service embedding queries with MiniLM, for the
-    unfiltered search with the query embedded (each text new to the query cache)."""
+    each case's recall. ``warm_passes``: untimed passes over every build, case and query
+    first (the steady state of a server that has answered such queries before).
+    ``minilm``: a service embedding queries with MiniLM, for the unfiltered search with
+    the query embedded (each text new to the query cache)."""
     from ultron.embeddings.query_cache import QUERIES
 
     case_list = cases(size, len(queries))
     times: dict[tuple[str, str], list[float]] = {(label, c[0]): [] for label, _ in builds for c in case_list}
     unsupported: set[tuple[str, str]] = set()
     minilm_times: dict[str, list[float]] = {label: [] for label, _ in builds}
+    for _ in range(warm_passes):  # every page a query will touch, once, before anything is timed
+        for label, arms_module in builds:
+            with searching_with(memory, arms_module, memory.db):
+                for name, filters_of, _ in case_list:
+                    for i in range(len(queries)):
+                        try:
+                            search(memory, qtexts[i], queries[i], filters_of(i))
+                        except NotImplementedError:
+                            unsupported.add((label, name))
+                            break
     for n, first in enumerate(range(0, len(queries), BLOCK)):
         block = range(first, min(len(queries), first + BLOCK))
         for label, arms_module in (builds if n % 2 == 0 else builds[::-1]):
@@ -243,6 +256,8 @@ def main() -> int:
     ap.add_argument("--maintenance-mem", default="5GB")
     ap.add_argument("--parallel-workers", type=int, default=1)
     ap.add_argument("--text", default="locomo")
+    ap.add_argument("--warm", type=int, default=0, metavar="PASSES",
+                    help="untimed passes over every build, case and query first (a server's steady state)")
     ap.add_argument("--no-minilm", action="store_true", help="skip the row with a MiniLM query embedding")
     args = ap.parse_args()
     print(machine_line())
@@ -281,7 +296,8 @@ def run_size(args, size: int, home: Path, topics, texts, questions) -> None:
     queries = make_vectors(args.queries, np.random.default_rng([8, size]), topics)
     qtexts = [questions[i % len(questions)] if questions else "deploy error timeout" for i in range(args.queries)]
     builds = [(args.against, WithoutVisibility(load_arms(args.against)))] if args.against else []
-    results = run_builds(builds + [("this build", search_arms)], memory, minilm, vectors, ids, queries, qtexts, size)
+    results = run_builds(builds + [("this build", search_arms)], memory, minilm, vectors, ids, queries, qtexts, size,
+                         args.warm)
     print(f"== {size:,} memories, {args.queries} queries, load average {os.getloadavg()[0]:.2f} at the end ==")
     print(f"{'search (vector given unless said)':44} {'p50 ms':>8} {'p99 ms':>8} {'recall@10':>9} {'/ unfiltered':>12} "
           f"{'/ baseline':>10}")

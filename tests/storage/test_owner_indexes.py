@@ -150,3 +150,47 @@ def test_only_tags_that_narrow_the_search_get_a_graph(client):
                              "(SELECT id FROM memory_records ORDER BY id LIMIT 15)"))
         counts = vi.owner_counts(conn, 10, settings.tag_indexes)
     assert set(counts) == {"agent:tagger", "tag:pandas"}, counts
+
+
+def test_a_tag_with_a_graph_of_its_own_finds_what_the_plain_filter_finds(client, monkeypatch):
+    """A search by a tag with its own graph checks the tag on the memories that hold the
+    query's words (``search_arms._pool``) instead of intersecting two indexes; when there are
+    too many of those, it intersects. Either way the lexical candidates, their scores, and
+    the dense arm's nearest are those of the plain filter, and all carry the tag."""
+    from ultron.db import search_arms
+    from ultron.memory.owner_indexes import refresh_owner_indexes
+    from ultron.memory.ranking import arm_settings
+
+    fill(client.db.engine, {("tagger", False): 120}, seed=7)
+    with client.db.engine.begin() as conn:
+        conn.execute(sa.text(
+            "UPDATE memory_records SET content = (ARRAY['kafka consumer lag grows', 'redis timeout on connect', "
+            "'docker disk is full', 'nginx answers bad gateway'])[1 + abs(hashtext(id)) % 4] || ' case ' || id, "
+            "tags = CASE WHEN abs(hashtext(id || 'tag')) % 6 = 0 THEN ARRAY['pandas'] ELSE ARRAY['other', "
+            "'more-' || (abs(hashtext(id)) % 9)] END"))
+        tagged = set(conn.execute(sa.text("SELECT id FROM memory_records WHERE tags @> ARRAY['pandas']")).scalars())
+    assert 5 < len(tagged) <= 24
+    settings = client.settings.__class__.from_env(home=client.settings.home, owner_index_min=10, tag_indexes=1)
+    refresh_owner_indexes(client.db, settings)
+    with client.db.engine.connect() as conn:
+        graphs = vi.valid_scopes(conn)
+    assert "tag:pandas" in graphs
+    q = unit(np.random.default_rng(8), 1)[0]
+    plan = arm_settings(client.settings)
+
+    def run(known: frozenset[str]) -> tuple[dict, list]:
+        with client.db.search_engine.connect() as conn:
+            got = search_arms.candidates(conn, "kafka consumer lag", q, k=10, plan=plan, tier=None, tags=["pandas"],
+                                         agent_id=None, graphs=known)
+        assert {c["id"] for c in got} <= tagged
+        lexical = {c["id"]: (round(c["bm25"], 9), c["lex_rank"]) for c in got if c["lex_rank"]}
+        dense = [c["id"] for c in sorted(got, key=lambda c: c["ann_rank"] or 99) if c["ann_rank"]]
+        return lexical, dense
+
+    plain_lexical, plain_dense = run(frozenset())
+    assert plain_lexical  # the tagged kafka memories
+    for most in (search_arms.FILTER_MATCHES_MAX, 0):  # the tag checked on each match, then intersected
+        monkeypatch.setattr(search_arms, "FILTER_MATCHES_MAX", most)
+        lexical, dense = run(graphs)
+        assert lexical == plain_lexical, most
+        assert len(set(dense[:5]) & set(plain_dense[:5])) >= 4, most

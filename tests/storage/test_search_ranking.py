@@ -295,3 +295,21 @@ def test_a_selective_filter_makes_the_dense_arm_exact_and_a_broad_one_walks_the_
             got = arms.candidates(conn, query, q, k=5, plan=plan, tier=None, tags=["team:a"], agent_id=None)
         ann = sorted((r for r in got if r["ann_rank"] is not None), key=lambda r: r["ann_rank"])
         assert [r["id"] for r in ann] == exact[:5], branch
+
+
+def test_a_search_whose_connection_dies_fails_as_database_unavailable_and_the_next_one_works(client):
+    """The candidates statement runs on psycopg directly; a dropped connection must still
+    surface as SQLAlchemy's OperationalError (the API's and MCP's "database unavailable")
+    and leave no broken connection in the pool."""
+    mem = client.memory
+    mem.upload_memory("kafka consumer lag grows after a rebalance", "", "raise max.poll.interval.ms")
+    q = mem.embedder.embed_one("kafka consumer lag")
+    with client.db.search_engine.connect() as conn:
+        victim = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+        with client.db.engine.begin() as admin:
+            admin.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": victim})
+        with pytest.raises(sa.exc.OperationalError):
+            arms.candidates(conn, "kafka consumer lag", q, k=5, plan=arm_settings(client.settings),
+                            tier=None, tags=None, agent_id=None)
+    found = mem.search_memories("kafka consumer lag", limit=3)
+    assert found and found[0].record.content == "kafka consumer lag grows after a rebalance"

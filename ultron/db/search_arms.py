@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import psycopg
 import sqlalchemy as sa
 from psycopg.rows import dict_row
 
@@ -139,6 +140,39 @@ def _owners_dense_arm(cond: str, visible: Sequence[str], params: dict[str, Any],
         )"""
 
 
+#: the text matches (the essential lexemes' documents) up to which a broad filter is checked
+#: on each of them rather than intersected through its own index
+FILTER_MATCHES_MAX = 3000
+
+_POOL_COLS = "id, search_tsv, len_content, len_resolution, len_context"
+
+
+def _pool(cond: str, broad: bool) -> str:
+    """The ``pool`` CTE: the first ``:pool`` memories the filter keeps that hold an essential
+    query word. The planner intersects the words' GIN bitmap with the filter's index, and a
+    broad tag's bitmap is most of the cost at 1M memories: 5.1 ms for a tag on 5% of them,
+    against 0.3 ms for the query's 1,452 text matches (EXPLAIN ANALYZE,
+    ``benchmarks/filtered_search.py``'s store). So a ``broad`` filter is checked on the text
+    matches themselves (the OFFSET 0 keeps the planner from pushing it into the index scan)
+    when there are at most FILTER_MATCHES_MAX of them, about 1.5 µs each; more, and the
+    intersection is cheaper. That took the candidates of a 5% tag's search from 23.8 to
+    19.6 ms p50 at 1M. A team's filter (two agents and the shared memories, 5%) gained
+    nothing from it (22.6 against 23.5 ms), so only a tag with a graph of its own is broad
+    here. Only one branch runs (their one-time filters): the pool is the same either way."""
+    plain = f"SELECT {_POOL_COLS} FROM memory_records WHERE {cond} AND search_tsv @@ {_ESSENTIAL_TSQUERY}"
+    if not broad:
+        return f"pool AS MATERIALIZED ({plain} LIMIT :pool)"
+    matches = "(SELECT sum(df) FROM terms WHERE essential)"
+    return f"""pool AS MATERIALIZED (
+            (SELECT {_POOL_COLS} FROM (
+                SELECT {_POOL_COLS}, status, tier, tags, agent_id, shared FROM memory_records
+                WHERE search_tsv @@ {_ESSENTIAL_TSQUERY} OFFSET 0) matched
+             WHERE {cond} AND {matches} <= {FILTER_MATCHES_MAX} LIMIT :pool)
+            UNION ALL
+            ({plain} AND {matches} > {FILTER_MATCHES_MAX} LIMIT :pool)
+        )"""
+
+
 def use_ef_search(conn: sa.Connection, ef: int) -> None:
     """``hnsw.ef_search`` for this connection of ``Database.search_engine``, sent only when it
     differs from what the connection last had (a search's ``k`` rarely changes it)."""
@@ -204,17 +238,15 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
         own = (f"agent:{agent_id}" in graphs and not (tier or tags) if agent_id
                else _tag_graph(tags, graphs) and not tier)
         dense = _dense_arm(cond, exact=exact and not own)
+    # a tag broad enough to have a graph of its own (_pool)
+    broad = _tag_graph(tags, graphs) and not (tier or agent_id or visible is not None)
     if ef is not None:
         use_ef_search(conn, ef)
     params.update(_lexical_params(plan), text=text, q=np.asarray(embedding, dtype=np.float32), k=k,
                   exact_max=int(plan.get("exact_max", 0)))
     sql = f"""
         WITH {_TERMS},
-        pool AS MATERIALIZED (
-            SELECT id, search_tsv, len_content, len_resolution, len_context FROM memory_records
-            WHERE {cond} AND search_tsv @@ {_ESSENTIAL_TSQUERY}
-            LIMIT :pool
-        ),
+        {_pool(cond, broad)},
         lex AS MATERIALIZED (
             SELECT d.id, sum(t.idf * t.qtf * x.tf * (:k1 + 1)
                              / (x.tf + :k1 * (1 - :b + :b * {_WEIGHTED_LEN} / t.avgdl))) AS bm25
@@ -258,6 +290,12 @@ def _unprepared(conn: sa.Connection, sql: str, params: dict[str, Any]) -> list[d
     while the other statements of the search connections (the records read after ranking)
     are prepared and keep a generic plan (0.34 against 0.68 ms with a plan a time). Rows come
     as dicts from psycopg, not through SQLAlchemy's rows: 80 of them cost ~0.5 ms that way."""
-    with conn.connection.driver_connection.cursor(row_factory=dict_row) as cur:
-        cur.execute(_pyformat(sql), params, prepare=False)
-        return cur.fetchall()
+    driver = conn.connection.driver_connection
+    try:
+        with driver.cursor(row_factory=dict_row) as cur:
+            cur.execute(_pyformat(sql), params, prepare=False)
+            return cur.fetchall()
+    except psycopg.Error as exc:  # as SQLAlchemy raises it: the doors map OperationalError to 503
+        if driver.closed:
+            conn.invalidate(exc)
+        raise sa.exc.DBAPIError.instance(sql, params, exc, psycopg.Error, hide_parameters=True) from exc

@@ -1,0 +1,106 @@
+"""What the owner graphs (``ultron.db.vector_indexes``) cost a write: the same memories
+INSERTed one statement each, as an upload stores one, into the store
+``benchmarks/search.py`` built, with its owner graphs and with them dropped.
+
+Each pass runs in a transaction that is rolled back, the drops included (DDL is
+transactional in PostgreSQL), so the store is left exactly as it was and the two layouts
+are timed on the same data minutes apart: the passes alternate, three of each. A new
+memory here is like the stored ones: one of 50 agents, a ``kind-NN`` and a ``topic-NNN``
+tag, 1% shared; so it lands in the store's graph, its agent's graph and, for the 16
+indexed tags, often in a tag graph too. The rows printed are the time per INSERT (p50 and
+mean over all passes) and the ratio with graphs to without.
+
+    python benchmarks/owner_graph_writes.py --keep-home /work/bench29 [--sizes 100000] [--rows 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _support import machine_line  # noqa: E402
+from search import agent_of, centres, make_vectors, shared_of, tags_of  # noqa: E402
+
+INSERT = ("INSERT INTO memory_records (id, memory_type, content, context, resolution, summary_l0, overview_l1, "
+          "tier, hit_count, agent_id, embedding, tags, shared) VALUES (%s, 'error', %s, '', '', %s, %s, 'WARM', 0, "
+          "%s, %s, %s, %s)")
+
+
+def one_pass(engine, rows: list[tuple], graphs: list[str], drop: bool) -> list[float]:
+    """The rows INSERTed one by one in a transaction (after dropping ``graphs`` if ``drop``),
+    then rolled back; the seconds of each INSERT."""
+    from pgvector.psycopg import register_vector
+
+    times = []
+    with engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        register_vector(raw)
+        with raw.transaction(force_rollback=True), raw.cursor() as cur:
+            for name in graphs if drop else []:
+                cur.execute(f'DROP INDEX "{name}"')
+            for row in rows:
+                t0 = time.perf_counter()
+                cur.execute(INSERT, row)
+                times.append(time.perf_counter() - t0)
+    return times
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000])
+    ap.add_argument("--rows", type=int, default=300, help="INSERTs per pass")
+    ap.add_argument("--passes", type=int, default=3, help="passes per layout (they alternate)")
+    ap.add_argument("--keep-home", type=Path, required=True, help="the stores of benchmarks/search.py (DIR/n<size>)")
+    args = ap.parse_args()
+    print(machine_line())
+    for size in args.sizes:
+        home = args.keep_home.resolve() / f"n{size}"
+        if not (home / "build.json").is_file():
+            print(f"{size:,}: no store in {home} (build it with benchmarks/search.py --keep-home)")
+            continue
+        os.environ["ULTRON_HOME"] = str(home)
+        run_size(args, size)
+    return 0
+
+
+def run_size(args, size: int) -> None:
+    import sqlalchemy as sa
+
+    from ultron.sdk import Ultron
+    from ultron.settings import Settings
+
+    client = Ultron(Settings.from_env(embedding_provider="hash"))
+    engine = client.db.engine
+    with engine.connect() as conn:
+        graphs = list(conn.execute(sa.text("SELECT index_name FROM memory_vector_indexes")).scalars())
+    vectors = make_vectors(args.rows, np.random.default_rng([5, size]), centres())
+    rows = []
+    for n in range(args.rows):
+        i = size + n  # the stored rows' pattern of agents, tags and sharing, continued
+        text = f"new memory {n}: the deploy step timed out after the cache was cleared"
+        rows.append((str(uuid.uuid4()), text, text[:60], text, agent_of(i), vectors[n], tags_of(i), shared_of(i)))
+    one_pass(engine, rows[:20], graphs, drop=False)  # warm: the graphs' upper layers into the cache
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for p in range(args.passes):
+        for drop in ((False, True) if p % 2 == 0 else (True, False)):
+            times[drop] += one_pass(engine, rows, graphs, drop)
+    print(f"== {size:,} memories, {len(graphs)} owner graphs, {args.rows} INSERTs x {args.passes} passes, "
+          f"load average {os.getloadavg()[0]:.2f} at the end ==")
+    print(f"{'layout':28} {'p50 ms':>8} {'mean ms':>8}")
+    for drop, label in ((True, "store's graph only"), (False, "with the owner graphs")):
+        print(f"{label:28} {statistics.median(times[drop]) * 1e3:8.2f} {statistics.mean(times[drop]) * 1e3:8.2f}")
+    print(f"{'ratio (with / without)':28} {statistics.median(times[False]) / statistics.median(times[True]):7.2f}x "
+          f"{statistics.mean(times[False]) / statistics.mean(times[True]):7.2f}x")
+    print()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
