@@ -291,7 +291,6 @@ def test_a_selective_filter_makes_the_dense_arm_exact_and_a_broad_one_walks_the_
     for exact_max, branch in ((5000, "exact"), (1, "graph")):
         plan = {**arm_settings(client.settings), "exact_max": exact_max}
         with client.db.search_engine.connect() as conn:
-            arms.use_ef_search(conn, 40)
             got = arms.candidates(conn, query, q, k=5, plan=plan, tier=None, tags=["team:a"], agent_id=None)
         ann = sorted((r for r in got if r["ann_rank"] is not None), key=lambda r: r["ann_rank"])
         assert [r["id"] for r in ann] == exact[:5], branch

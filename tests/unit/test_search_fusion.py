@@ -75,8 +75,10 @@ def test_the_arms_take_their_parameters_from_the_settings():
 def test_the_candidates_statement_keeps_casts_and_percent_signs_when_run_unprepared():
     """The statement goes to psycopg in its own parameter style; a ``::`` cast or a ``%`` in
     it must come through as written, or every search fails."""
+    from sqlalchemy.dialects.postgresql import psycopg
+
     from ultron.db.search_arms import _pyformat
 
     sql = "SELECT x::float8, CAST(:q AS vector), '%' || :tag_0 FROM t WHERE a = :a1 AND b::text = 'c:d'"
-    assert _pyformat(sql) == ("SELECT x::float8, CAST(%(q)s AS vector), '%%' || %(tag_0)s FROM t "
+    assert _pyformat(sql, psycopg.dialect()) == ("SELECT x::float8, CAST(%(q)s AS vector), '%%' || %(tag_0)s FROM t "
                               "WHERE a = %(a1)s AND b::text = 'c:d'")

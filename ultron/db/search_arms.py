@@ -21,7 +21,6 @@ is not scored; every query word still counts in the score of the memories that a
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -220,7 +219,8 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
     here without an index still gets the right answer, from the store's graph."""
     cond, params = _filters(tier, tags, agent_id, visible)
     exact = bool(tags or agent_id or visible is not None) and plan.get("exact_max", 0) > 0
-    ef = max(int(plan["ef_search"]), k) if "ef_search" in plan else None  # else the connection's
+    ef = max(int(plan["ef_search"]), k)
+    broad = False  # a tag with a graph of its own, the whole filter (_pool)
     # A filter with a graph of its own walks it at once, with no count of what it keeps first;
     # only when it is the whole filter: a tier or a tag on top may keep few of that graph's
     # memories, and then the count's exact comparison is what finds them.
@@ -238,10 +238,8 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
         own = (f"agent:{agent_id}" in graphs and not (tier or tags) if agent_id
                else _tag_graph(tags, graphs) and not tier)
         dense = _dense_arm(cond, exact=exact and not own)
-    # a tag broad enough to have a graph of its own (_pool)
-    broad = _tag_graph(tags, graphs) and not (tier or agent_id or visible is not None)
-    if ef is not None:
-        use_ef_search(conn, ef)
+        broad = own and not agent_id
+    use_ef_search(conn, ef)
     params.update(_lexical_params(plan), text=text, q=np.asarray(embedding, dtype=np.float32), k=k,
                   exact_max=int(plan.get("exact_max", 0)))
     sql = f"""
@@ -273,15 +271,11 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
     return _unprepared(conn, sql, params)
 
 
-# SQLAlchemy's rule for a bind parameter in text(): a colon and a name, not part of a ``::`` cast
-_BIND = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
-
-
 @functools.lru_cache(maxsize=256)
-def _pyformat(sql: str) -> str:
-    """``sql``'s ``:name`` parameters in psycopg's ``%(name)s`` form (one entry per filter
-    shape: the statement text depends only on which filters are set)."""
-    return _BIND.sub(r"%(\1)s", sql.replace("%", "%%"))
+def _pyformat(sql: str, dialect: sa.Dialect) -> str:
+    """``sql`` as SQLAlchemy's ``text()`` compiles it for psycopg (``:name`` to ``%(name)s``,
+    ``%`` doubled), once per statement shape: the text depends only on which filters are set."""
+    return str(sa.text(sql).compile(dialect=dialect))
 
 
 def _unprepared(conn: sa.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -293,7 +287,7 @@ def _unprepared(conn: sa.Connection, sql: str, params: dict[str, Any]) -> list[d
     driver = conn.connection.driver_connection
     try:
         with driver.cursor(row_factory=dict_row) as cur:
-            cur.execute(_pyformat(sql), params, prepare=False)
+            cur.execute(_pyformat(sql, conn.dialect), params, prepare=False)
             return cur.fetchall()
     except psycopg.Error as exc:  # as SQLAlchemy raises it: the doors map OperationalError to 503
         if driver.closed:

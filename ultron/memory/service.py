@@ -351,10 +351,10 @@ class MemoryService:
         if q is None:
             q = QUERIES.embed(self.embedder, query)
         with self.db.search_engine.connect() as conn:
-            graphs = self._graphs(conn) if any(filters.values()) or access.visible_agents() is not None \
-                else frozenset()
+            visible = access.visible_agents()
+            graphs = self._graphs(conn) if any(filters.values()) or visible is not None else frozenset()
             candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings),
-                                         visible=access.visible_agents(), graphs=graphs, **filters)
+                                         visible=visible, graphs=graphs, **filters)
             ranked = rank_candidates(candidates, self.settings, limit, explore)
             records = {r.id: r for r in store.get_records(conn, [c["id"] for c in ranked])}
         if count_hits:
