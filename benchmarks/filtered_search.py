@@ -12,11 +12,13 @@ with ``ann_rank`` <= 10) against an exact scan of the same filtered set in numpy
 
 ``--against REV`` also runs the rows with ``ultron/db/search_arms.py`` as of git revision
 REV (today's main), on the layout main had: the owner graphs hidden from the planner
-(``graphs_hidden``). The two builds take turns, a block of queries each, so the machine's
+(``graphs_hidden``) for a REV from before them; with ``--against-home DIR`` on the store in
+DIR (one built and migrated by REV, which this build would migrate on), its server running
+beside this store's. The two builds take turns, a block of queries each, so the machine's
 drift hits both alike; so do the cases, which run query by query.
 
     python benchmarks/filtered_search.py --keep-home /work/bench29 [--sizes 100000 1000000]
-           [--against main] [--queries 200] [--no-minilm]
+           [--against main] [--queries 200] [--no-minilm] [--crossover]
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import inspect
 import os
 import statistics
 import subprocess
@@ -128,10 +131,10 @@ BLOCK = 25
 
 
 @contextlib.contextmanager
-def searching_with(memory, arms_module, db) -> Iterator[None]:
-    """The services search with ``arms_module``; the baseline also on the layout it had
-    (``graphs_hidden``) and embedding a query on every intra-op thread, as main did (one
-    thread for a query came with issue 29)."""
+def searching_with(memory, arms_module) -> Iterator[None]:
+    """The service searches with ``arms_module``; a baseline from before issue 29 also on the
+    layout it had (``graphs_hidden``) and embedding a query on every intra-op thread, as
+    main did (one thread for a query came with issue 29)."""
     from ultron.embeddings import local
     from ultron.memory import service as service_module
 
@@ -142,12 +145,12 @@ def searching_with(memory, arms_module, db) -> Iterator[None]:
         memory._graphs = lambda conn: frozenset()
         local.QUERY_THREADS = None
     try:
-        with graphs_hidden(db) if baseline else contextlib.nullcontext():
+        with graphs_hidden(memory.db) if baseline else contextlib.nullcontext():
             yield
     finally:
         service_module.arms, local.QUERY_THREADS = saved, threads
         if baseline:  # the next build's connections without the baseline's plan_cache_mode
-            db.search_engine.dispose()
+            memory.db.search_engine.dispose()
         memory.__dict__.pop("_graphs", None)
         memory._graph_cache = None
 
@@ -189,22 +192,22 @@ def recall(memory, arms_module, vectors, ids, queries, qtexts, filters_of, rows_
     return statistics.mean(found)
 
 
-def run_builds(builds, memory, minilm, vectors, ids, queries, qtexts, size,
+def run_builds(builds, minilm, vectors, ids, queries, qtexts, size,
                warm_passes: int = 0) -> list[tuple[str, list[float], float]]:
     """Every build, case and query, timed in blocks of ``BLOCK`` queries, the builds taking
     turns (and turns about who goes first), each block warmed by one search per case; then
-    each case's recall. ``warm_passes``: untimed passes over every build, case and query
+    each case's recall. ``builds``: (label, arms module, the service searching its store). ``warm_passes``: untimed passes over every build, case and query
     first (the steady state of a server that has answered such queries before).
     ``minilm``: a service embedding queries with MiniLM, for the unfiltered search with
     the query embedded (each text new to the query cache)."""
     from ultron.embeddings.query_cache import QUERIES
 
     case_list = cases(size, len(queries))
-    times: dict[tuple[str, str], list[float]] = {(label, c[0]): [] for label, _ in builds for c in case_list}
+    times: dict[tuple[str, str], list[float]] = {(b[0], c[0]): [] for b in builds for c in case_list}
     unsupported: set[tuple[str, str]] = set()
-    minilm_times: dict[str, list[float]] = {label: [] for label, _ in builds}
+    minilm_times: dict[str, list[float]] = {b[0]: [] for b in builds}
 
-    def untimed(label: str, name: str, filters_of, i: int) -> None:
+    def untimed(memory, label: str, name: str, filters_of, i: int) -> None:
         """Query i of a case, not timed; a case the build cannot run is marked, not raised."""
         if (label, name) not in unsupported:
             try:
@@ -213,17 +216,17 @@ def run_builds(builds, memory, minilm, vectors, ids, queries, qtexts, size,
                 unsupported.add((label, name))
 
     for _ in range(warm_passes):  # every page a query will touch, once, before anything is timed
-        for label, arms_module in builds:
-            with searching_with(memory, arms_module, memory.db):
+        for label, arms_module, memory in builds:
+            with searching_with(memory, arms_module):
                 for name, filters_of, _ in case_list:
                     for i in range(len(queries)):
-                        untimed(label, name, filters_of, i)
+                        untimed(memory, label, name, filters_of, i)
     for n, first in enumerate(range(0, len(queries), BLOCK)):
         block = range(first, min(len(queries), first + BLOCK))
-        for label, arms_module in (builds if n % 2 == 0 else builds[::-1]):
-            with searching_with(memory, arms_module, memory.db):
+        for label, arms_module, memory in (builds if n % 2 == 0 else builds[::-1]):
+            with searching_with(memory, arms_module):
                 for name, filters_of, _ in case_list:
-                    untimed(label, name, filters_of, len(queries) - 1 - first)  # a query outside the block
+                    untimed(memory, label, name, filters_of, len(queries) - 1 - first)  # a query outside the block
                 for i in block:
                     for name, filters_of, _ in case_list:
                         if (label, name) not in unsupported:
@@ -233,8 +236,8 @@ def run_builds(builds, memory, minilm, vectors, ids, queries, qtexts, size,
                     search(minilm, qtexts[block[-1]] + " warm", None, {})
                     minilm_times[label] += [search(minilm, qtexts[i], None, {}) for i in block]
     out = []
-    for label, arms_module in builds:
-        with searching_with(memory, arms_module, memory.db):
+    for label, arms_module, memory in builds:
+        with searching_with(memory, arms_module):
             for name, filters_of, rows_of in case_list:
                 if (label, name) in unsupported:
                     out.append((f"{label}: {name}", [], float("nan")))
@@ -246,18 +249,58 @@ def run_builds(builds, memory, minilm, vectors, ids, queries, qtexts, size,
     return out
 
 
+def crossover(memory, size: int, queries, qtexts) -> None:
+    """Where an exact scan of the memories a filter keeps beats walking the store's graph
+    (``ULTRON_SEARCH_EXACT_MAX``): the production search for filters with no graph of their
+    own (the owner graphs hidden), once walking (exact_max 0) and once exact (exact_max
+    above any filter), query by query, with how many memories each filter keeps."""
+    import dataclasses
+
+    base = memory.settings
+    ways = {"walk": dataclasses.replace(base, search_exact_max=0),
+            "exact": dataclasses.replace(base, search_exact_max=10 ** 9)}
+    picked = [c for c in cases(size, len(queries)) if c[0] in ("rare tag (0.5%)", "one agent (2%)", "common tag (5%)")]
+    times: dict[tuple[str, str], list[float]] = {(c[0], w): [] for c in picked for w in ways}
+    memory._graphs = lambda conn: frozenset()
+    try:
+        with graphs_hidden(memory.db):
+            for rnd in range(2):  # the first round warms every page the searches touch, untimed
+                for i in range(len(queries)):
+                    for name, filters_of, _ in picked:
+                        for way, settings in (ways.items() if i % 2 else list(ways.items())[::-1]):
+                            memory.settings = settings
+                            took = search(memory, qtexts[i], queries[i], filters_of(i))
+                            if rnd:
+                                times[(name, way)].append(took)
+    finally:
+        memory.settings = base
+        memory.__dict__.pop("_graphs", None)
+        memory._graph_cache = None
+    print(f"-- exact scan or the store's graph, filters without a graph of their own ({len(queries)} queries) --")
+    print(f"{'filter':20} {'kept':>7} {'walk p50 ms':>11} {'exact p50 ms':>12} {'exact / walk':>12}")
+    for name, _, rows_of in picked:
+        walk, exact = statistics.median(times[(name, "walk")]), statistics.median(times[(name, "exact")])
+        print(f"{name:20} {len(rows_of(0)):7,} {walk * 1e3:11.2f} {exact * 1e3:12.2f} {exact / walk:11.2f}x")
+    print()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000])
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--keep-home", type=Path, required=True, help="the stores of benchmarks/search.py (DIR/n<size>)")
     ap.add_argument("--against", metavar="REV", help="also run ultron/db/search_arms.py as of REV (today's main)")
+    ap.add_argument("--against-home", type=Path, metavar="DIR",
+                    help="run --against's rows on the store in DIR/n<size> (REV's layout: built and migrated by REV, "
+                         "opened here without migrating) rather than on this store with the owner graphs hidden")
     ap.add_argument("--maintenance-mem", default="5GB")
     ap.add_argument("--parallel-workers", type=int, default=1)
     ap.add_argument("--text", default="locomo")
     ap.add_argument("--warm", type=int, default=0, metavar="PASSES",
                     help="untimed passes over every build, case and query first (a server's steady state)")
     ap.add_argument("--no-minilm", action="store_true", help="skip the row with a MiniLM query embedding")
+    ap.add_argument("--crossover", action="store_true",
+                    help="also time exact scans against the store's graph for filters without a graph of their own")
     args = ap.parse_args()
     print(machine_line())
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
@@ -273,6 +316,31 @@ def main() -> int:
     return 0
 
 
+def unmigrated_service(home: Path, settings) -> Any:
+    """A search service on the store in ``home`` as it is: its embedded server started, and no
+    migration run (this build's would move it to this build's layout)."""
+    import dataclasses
+
+    import sqlalchemy as sa
+
+    from ultron.context import ServiceContext
+    from ultron.db.database import VERSION_TABLE, Database, resolve_urls
+    from ultron.memory.service import MemoryService
+
+    if not (home / "pgdata").is_dir():
+        raise SystemExit(f"--against-home: no store in {home}")
+    settings = dataclasses.replace(settings, home=home)
+    urls = resolve_urls(settings, keep_running=True)
+    engine = sa.create_engine(urls.ultron)
+    with engine.connect() as conn:
+        revision = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar_one()
+    print(f"baseline store: {home} at revision {revision}")
+    memory = MemoryService(ServiceContext(Database(engine, urls, revision), settings, embedder=FixedEmbedder(),
+                                          redactor=None))
+    memory._profile_checked = True
+    return memory
+
+
 def run_size(args, size: int, home: Path, topics, texts, questions) -> None:
     from ultron.context import ServiceContext
     from ultron.db import search_arms
@@ -284,6 +352,14 @@ def run_size(args, size: int, home: Path, topics, texts, questions) -> None:
     client = Ultron(settings)
     vectors = store_vectors(size, topics)
     build(client.db, home, size, vectors, texts, args)
+    # a store built by search.py has no owner graphs yet: the maintenance step builds them
+    # (a no-op once they are there)
+    from ultron.memory.owner_indexes import refresh_owner_indexes
+
+    t0 = time.perf_counter()
+    made = refresh_owner_indexes(client.db, settings)
+    if made.get("created"):
+        print(f"built {len(made['created'])} owner graphs in {time.perf_counter() - t0:.0f} s")
     memory = MemoryService(ServiceContext(client.db, settings, embedder=FixedEmbedder(), redactor=None))
     memory._profile_checked = True
     minilm = None
@@ -294,9 +370,16 @@ def run_size(args, size: int, home: Path, topics, texts, questions) -> None:
     ids = np.array([str(uuid.UUID(int=i + 1)) for i in range(size)])
     queries = make_vectors(args.queries, np.random.default_rng([8, size]), topics)
     qtexts = [questions[i % len(questions)] if questions else "deploy error timeout" for i in range(args.queries)]
-    builds = [(args.against, WithoutVisibility(load_arms(args.against)))] if args.against else []
-    results = run_builds(builds + [("this build", search_arms)], memory, minilm, vectors, ids, queries, qtexts, size,
-                         args.warm)
+    builds = []
+    if args.against:
+        base_memory = memory
+        if args.against_home:
+            base_memory = unmigrated_service(args.against_home.resolve() / f"n{size}", settings)
+        module = load_arms(args.against)
+        modern = "visible" in inspect.signature(module.candidates).parameters
+        builds.append((args.against, module if modern else WithoutVisibility(module), base_memory))
+    results = run_builds(builds + [("this build", search_arms, memory)], minilm, vectors, ids, queries, qtexts,
+                         size, args.warm)
     print(f"== {size:,} memories, {args.queries} queries, load average {os.getloadavg()[0]:.2f} at the end ==")
     print(f"{'search (vector given unless said)':44} {'p50 ms':>8} {'p99 ms':>8} {'recall@10':>9} {'/ unfiltered':>12} "
           f"{'/ baseline':>10}")
@@ -316,6 +399,8 @@ def run_size(args, size: int, home: Path, topics, texts, questions) -> None:
         vs = f"{p50 / baseline[case]:9.2f}x" if label != args.against and case in baseline else ""
         print(f"{name:44} {p50 * 1e3:8.2f} {percentile(times, 99) * 1e3:8.2f} {rec:9.3f} {ratio:11.2f}x {vs:>10}")
     print()
+    if args.crossover:
+        crossover(memory, size, queries, qtexts)
 
 
 if __name__ == "__main__":
