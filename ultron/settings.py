@@ -194,10 +194,13 @@ class Settings:
     #: ULTRON_HNSW_EF_SEARCH: HNSW candidate list size per query (recall vs speed).
     hnsw_ef_search: int = 100
     #: ULTRON_SEARCH_EXACT_MAX: a search filtered by tags or agent that leaves fewer memories
-    #: than this compares the query with each of them (exact, through the filter's index)
-    #: instead of walking the HNSW graph past all the memories the filter drops. Each kept
-    #: memory costs about 8 µs (its vector is TOASTed), so 1,000 is about 8 ms.
-    search_exact_max: int = 1000
+    #: than this, and has no HNSW graph of its own, compares the query with each of them
+    #: (exact, through the filter's index) instead of walking the store's graph past all the
+    #: memories the filter drops; a filter keeping more has compared this many before it
+    #: walks. With the vectors in the rows (revision 0018) that is about 1 µs a memory, and
+    #: the walk costs more the fewer the filter keeps (``benchmarks/filtered_search.py
+    #: --crossover``; docs/scale.md).
+    search_exact_max: int = 10000
     #: ULTRON_OWNER_INDEX_MIN: an agent with at least this many active memories (and the
     #: shared memories, once as many) gets an HNSW index of its own (``ultron.db.vector_indexes``),
     #: built by the maintenance step ``index_owners``; one that falls below half of it loses it.

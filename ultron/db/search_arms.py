@@ -94,25 +94,28 @@ def _dense_arm(cond: str, *, exact: bool, name: str = "ann", param: str = "") ->
     keep few memories: the graph walk then passes over all the others (the iterative scan
     goes on until k match, or gives up at ``hnsw.max_scan_tuples`` with fewer): 25 ms and
     recall 0.92 for one agent among 50 at 100k memories (``benchmarks/search.py``). So the
-    statement first counts the kept memories through the filter's index, up to
-    ``exact_max``; below it they are all compared (exact; the ``+ 0`` keeps the planner off
-    the HNSW index), at or above it the graph is walked: the agent's own graph when it has
-    one (``ultron.db.vector_indexes``: the planner takes the partial index whose predicate
-    the condition names), else the store's. Only one branch runs: the other's one-time
-    filter is false. Comparing costs about 8 µs a kept memory (counting it, then its
-    TOASTed vector: 19 ms for 2,000 at 100k), hence a default of 1,000."""
+    statement first compares the query with the memories the filter keeps, through the
+    filter's index, up to ``exact_max`` of them (``capped``): when there are fewer, that is
+    the exact answer; when the cap is reached, the graph is walked instead: the filter's
+    own graph when it has one (``ultron.db.vector_indexes``: the planner takes the partial
+    index whose predicate the condition names), else the store's. Only one branch runs: the
+    other's one-time filter is false.
+
+    One pass, reading each kept memory once: counting them first and then comparing took
+    two (``--crossover`` of ``benchmarks/filtered_search.py``). A comparison is cheap since
+    the vectors are in the rows (revision 0018): see ``Settings.search_exact_max`` for
+    what the cap is set from."""
     hnsw = f"SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records WHERE {cond}"
     if not exact:
         return f"{name} AS MATERIALIZED ({hnsw} ORDER BY dist LIMIT :k)"
-    kept = f"kept{param}"
-    return f"""{kept} AS MATERIALIZED (
-            SELECT count(*) AS n FROM (SELECT 1 FROM memory_records WHERE {cond} LIMIT :exact_max) s
-        ),
+    capped = f"capped{param}"
+    # the cap's scan never takes the HNSW index: a LIMIT with no ORDER BY, which the index
+    # cannot serve as cheaply as the filter's own index
+    return f"""{capped} AS MATERIALIZED ({hnsw} LIMIT :exact_max),
         {name} AS MATERIALIZED (
-            ({hnsw} AND (SELECT n FROM {kept}) < :exact_max
-             ORDER BY (embedding <=> CAST(:q AS vector)) + 0 LIMIT :k)
+            (SELECT id, dist FROM {capped} WHERE (SELECT count(*) FROM {capped}) < :exact_max ORDER BY dist LIMIT :k)
             UNION ALL
-            ({hnsw} AND (SELECT n FROM {kept}) >= :exact_max ORDER BY dist LIMIT :k)
+            ({hnsw} AND (SELECT count(*) FROM {capped}) >= :exact_max ORDER BY dist LIMIT :k)
         )"""
 
 

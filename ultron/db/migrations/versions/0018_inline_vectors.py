@@ -13,8 +13,8 @@ scan of 5,000 memories took 3.1x as long as with the vectors in the row, at 100k
   first and the vector last.
 * Existing rows are rewritten to that layout (the column's type set to itself through an
   expression, which makes PostgreSQL copy every row and rebuild the table's indexes, in this
-  transaction, in the rows' order); downgrading rewrites them back. At 100k memories the
-  rewrite takes a few minutes, most of it the HNSW graphs' rebuild (docs/scale.md).
+  transaction, in the rows' order); downgrading rewrites them back. Most of the time goes
+  to rebuilding the HNSW graphs (docs/scale.md has how long it took at 100k and 1M).
 
 Revision ID: 0018
 Revises: 0017
@@ -34,6 +34,16 @@ def _rewrite(storage: str) -> None:
     column_type = conn.exec_driver_sql(
         "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
         "WHERE attrelid = 'memory_records'::regclass AND attname = 'embedding'").scalar_one()
+    # The rewrite rebuilds every index of the table, the HNSW graphs too, and a graph that
+    # does not fit in maintenance_work_mem (PostgreSQL's default: 64 MB) is built on disk:
+    # at 1M memories the rewrite had not ended after 30 minutes that way. So this transaction
+    # gets room for the largest graph (half as much again as its size on disk), at most 4 GB.
+    conn.exec_driver_sql(
+        "SELECT set_config('maintenance_work_mem', greatest("
+        "  (SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'),"
+        "  least(4 * 1024 * 1024, coalesce((SELECT max(pg_relation_size(x.indexrelid)) * 3 / 2 / 1024"
+        "   FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid JOIN pg_am a ON a.oid = c.relam"
+        "   WHERE x.indrelid = 'memory_records'::regclass AND a.amname = 'hnsw'), 0)))::text || 'kB', true)")
     # One statement: a type change resets the column's storage to the type's, so the storage
     # is set in the same ALTER, whose subcommands all apply before its one rewrite. A plain
     # column reference in USING would be seen as no change and rewrite nothing.
