@@ -11,7 +11,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from tests.storage.test_llm_usage_storage import alembic, scratch_db  # noqa: F401 - the fixture
-from tests.storage.test_owner_indexes import DIM, unit
+from tests.storage.test_owner_indexes import unit
 from ultron.db.memories import vec
 
 
