@@ -197,10 +197,12 @@ class Settings:
     #: than this, and has no HNSW graph of its own, compares the query with each of them
     #: (exact, through the filter's index) instead of walking the store's graph past all the
     #: memories the filter drops; a filter keeping more has compared this many before it
-    #: walks. With the vectors in the rows (revision 0018) that is about 1 µs a memory, and
-    #: the walk costs more the fewer the filter keeps (``benchmarks/filtered_search.py
-    #: --crossover``; docs/scale.md).
-    search_exact_max: int = 10000
+    #: walks. At 1M memories a compared memory costs 3-4 µs (its row is read from a 3.9 GB
+    #: heap) and, with the vectors in the rows (revision 0018), walking the store's graph
+    #: for a filter keeping 5,000 took 17 ms: comparing them all was barely faster (15 ms),
+    #: while 10,000 compared before a walk cost a filter keeping 20,000 or 50,000 memories
+    #: 40 ms more (``benchmarks/filtered_search.py --crossover``; docs/scale.md). Hence 1,000.
+    search_exact_max: int = 1000
     #: ULTRON_OWNER_INDEX_MIN: an agent with at least this many active memories (and the
     #: shared memories, once as many) gets an HNSW index of its own (``ultron.db.vector_indexes``),
     #: built by the maintenance step ``index_owners``; one that falls below half of it loses it.
