@@ -131,6 +131,19 @@ BLOCK = 25
 
 
 @contextlib.contextmanager
+def without_owner_graphs(memory) -> Iterator[None]:
+    """The service searches as if no owner graph existed: none named to the arms, and each
+    hidden from the planner (``graphs_hidden``)."""
+    memory._graphs = lambda conn: frozenset()
+    try:
+        with graphs_hidden(memory.db):
+            yield
+    finally:
+        memory.__dict__.pop("_graphs", None)
+        memory._graph_cache = None
+
+
+@contextlib.contextmanager
 def searching_with(memory, arms_module) -> Iterator[None]:
     """The service searches with ``arms_module``; a baseline from before issue 29 also on the
     layout it had (``graphs_hidden``) and embedding a query on every intra-op thread, as
@@ -141,18 +154,16 @@ def searching_with(memory, arms_module) -> Iterator[None]:
     saved, threads = service_module.arms, local.QUERY_THREADS
     baseline = isinstance(arms_module, WithoutVisibility)
     service_module.arms = arms_module
-    if baseline:  # that revision's layout has no vector index table to read
-        memory._graphs = lambda conn: frozenset()
+    if baseline:
         local.QUERY_THREADS = None
     try:
-        with graphs_hidden(memory.db) if baseline else contextlib.nullcontext():
+        # that revision's layout has no vector index table to read
+        with without_owner_graphs(memory) if baseline else contextlib.nullcontext():
             yield
     finally:
         service_module.arms, local.QUERY_THREADS = saved, threads
         if baseline:  # the next build's connections without the baseline's plan_cache_mode
             memory.db.search_engine.dispose()
-        memory.__dict__.pop("_graphs", None)
-        memory._graph_cache = None
 
 
 def search(memory, text: str, q: np.ndarray | None, f: dict[str, Any]) -> float:
@@ -196,8 +207,8 @@ def run_builds(builds, minilm, vectors, ids, queries, qtexts, size,
                warm_passes: int = 0) -> list[tuple[str, list[float], float]]:
     """Every build, case and query, timed in blocks of ``BLOCK`` queries, the builds taking
     turns (and turns about who goes first), each block warmed by one search per case; then
-    each case's recall. ``builds``: (label, arms module, the service searching its store). ``warm_passes``: untimed passes over every build, case and query
-    first (the steady state of a server that has answered such queries before).
+    each case's recall. ``builds``: (label, arms module, the service searching its store).
+    ``warm_passes``: untimed passes over every build, case and query first (the steady state of a server that has answered such queries before).
     ``minilm``: a service embedding queries with MiniLM, for the unfiltered search with
     the query embedded (each text new to the query cache)."""
     from ultron.embeddings.query_cache import QUERIES
@@ -252,8 +263,9 @@ def run_builds(builds, minilm, vectors, ids, queries, qtexts, size,
 def crossover(memory, size: int, queries, qtexts) -> None:
     """Where an exact scan of the memories a filter keeps beats walking the store's graph
     (``ULTRON_SEARCH_EXACT_MAX``): the production search for filters with no graph of their
-    own (the owner graphs hidden), once walking (exact_max 0) and once exact (exact_max
-    above any filter), query by query, with how many memories each filter keeps."""
+    own (the owner graphs hidden), walking (exact_max 0), exact (exact_max above any filter)
+    and with this build's ``ULTRON_SEARCH_EXACT_MAX`` (what a search does), query by query,
+    with how many memories each filter keeps."""
     import dataclasses
 
     base = memory.settings
@@ -262,9 +274,8 @@ def crossover(memory, size: int, queries, qtexts) -> None:
             "default": base}
     picked = [c for c in cases(size, len(queries)) if c[0] in ("rare tag (0.5%)", "one agent (2%)", "common tag (5%)")]
     times: dict[tuple[str, str], list[float]] = {(c[0], w): [] for c in picked for w in ways}
-    memory._graphs = lambda conn: frozenset()
     try:
-        with graphs_hidden(memory.db):
+        with without_owner_graphs(memory):
             for rnd in range(2):  # the first round warms every page the searches touch, untimed
                 for i in range(len(queries)):
                     for name, filters_of, _ in picked:
@@ -275,8 +286,6 @@ def crossover(memory, size: int, queries, qtexts) -> None:
                                 times[(name, way)].append(took)
     finally:
         memory.settings = base
-        memory.__dict__.pop("_graphs", None)
-        memory._graph_cache = None
     print(f"-- exact scan or the store's graph, filters without a graph of their own ({len(queries)} queries) --")
     cap = f"exact_max {base.search_exact_max:,}"
     print(f"{'filter':20} {'kept':>7} {'walk p50 ms':>11} {'exact p50 ms':>12} {'exact / walk':>12} "
