@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import platform
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 
 @contextlib.contextmanager
@@ -29,3 +32,18 @@ def private_home(prefix: str) -> Iterator[Path]:
 
 def machine_line() -> str:
     return f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def module_at(rev: str, path: str, name: str) -> Any:
+    """The module at ``path`` in the repository as of ``rev``, imported as ``name`` beside
+    today's (its own imports resolve to today's package)."""
+    repo = Path(__file__).resolve().parent.parent
+    src = subprocess.run(["git", "-C", str(repo), "show", f"{rev}:{path}"], check=True,
+                         capture_output=True, text=True).stdout
+    file = Path(tempfile.mkdtemp(prefix="ultron-rev-")) / f"{name}.py"
+    file.write_text(src)
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module

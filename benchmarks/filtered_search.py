@@ -25,13 +25,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import inspect
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -40,7 +37,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _support import machine_line  # noqa: E402
+from _support import machine_line, module_at  # noqa: E402
 from search import (  # noqa: E402
     AGENTS, FixedEmbedder, agent_of, build, centres, load_texts, make_vectors, percentile, shared_of,
     store_vectors,
@@ -51,14 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def load_arms(rev: str) -> Any:
     """``ultron.db.search_arms`` as of ``rev``, imported under its own name beside today's."""
-    src = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:ultron/db/search_arms.py"], check=True,
-                         capture_output=True, text=True).stdout
-    path = Path(tempfile.mkdtemp(prefix="ultron-arms-")) / "baseline_search_arms.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("baseline_search_arms", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return module_at(rev, "ultron/db/search_arms.py", "baseline_search_arms")
 
 
 class WithoutVisibility:
@@ -146,22 +136,18 @@ def without_owner_graphs(memory) -> Iterator[None]:
 @contextlib.contextmanager
 def searching_with(memory, arms_module) -> Iterator[None]:
     """The service searches with ``arms_module``; a baseline from before issue 29 also on the
-    layout it had (``graphs_hidden``) and embedding a query on every intra-op thread, as
-    main did (one thread for a query came with issue 29)."""
-    from ultron.embeddings import local
+    layout it had (``graphs_hidden``)."""
     from ultron.memory import service as service_module
 
-    saved, threads = service_module.arms, local.QUERY_THREADS
+    saved = service_module.arms
     baseline = isinstance(arms_module, WithoutVisibility)
     service_module.arms = arms_module
-    if baseline:
-        local.QUERY_THREADS = None
     try:
         # that revision's layout has no vector index table to read
         with without_owner_graphs(memory) if baseline else contextlib.nullcontext():
             yield
     finally:
-        service_module.arms, local.QUERY_THREADS = saved, threads
+        service_module.arms = saved
         if baseline:  # the next build's connections without the baseline's plan_cache_mode
             memory.db.search_engine.dispose()
 
@@ -203,20 +189,22 @@ def recall(memory, arms_module, vectors, ids, queries, qtexts, filters_of, rows_
     return statistics.mean(found)
 
 
-def run_builds(builds, minilm, vectors, ids, queries, qtexts, size,
-               warm_passes: int = 0) -> list[tuple[str, list[float], float]]:
+def run_builds(builds, minilm, vectors, ids, queries, qtexts, size, warm_passes: int = 0,
+               query_embedders: dict[str, Any] | None = None) -> list[tuple[str, list[float], float]]:
     """Every build, case and query, timed in blocks of ``BLOCK`` queries, the builds taking
     turns (and turns about who goes first), each block warmed by one search per case; then
     each case's recall. ``builds``: (label, arms module, the service searching its store).
     ``warm_passes``: untimed passes over every build, case and query first (the steady state of a server that has answered such queries before).
     ``minilm``: a service embedding queries with MiniLM, for the unfiltered search with
-    the query embedded (each text new to the query cache)."""
+    the query embedded (each text new to the query cache); ``query_embedders``: the
+    embedder it uses in a build's turn, by label (a baseline's own), when not this build's."""
     from ultron.embeddings.query_cache import QUERIES
 
     case_list = cases(size, len(queries))
     times: dict[tuple[str, str], list[float]] = {(b[0], c[0]): [] for b in builds for c in case_list}
     unsupported: set[tuple[str, str]] = set()
     minilm_times: dict[str, list[float]] = {b[0]: [] for b in builds}
+    this_embedder = minilm.embedder if minilm is not None else None
 
     def untimed(memory, label: str, name: str, filters_of, i: int) -> None:
         """Query i of a case, not timed; a case the build cannot run is marked, not raised."""
@@ -243,6 +231,7 @@ def run_builds(builds, minilm, vectors, ids, queries, qtexts, size,
                         if (label, name) not in unsupported:
                             times[(label, name)].append(search(memory, qtexts[i], queries[i], filters_of(i)))
                 if minilm is not None:
+                    minilm.ctx._embedder = (query_embedders or {}).get(label, this_embedder)
                     QUERIES.clear()
                     search(minilm, qtexts[block[-1]] + " warm", None, {})
                     minilm_times[label] += [search(minilm, qtexts[i], None, {}) for i in block]
@@ -384,6 +373,7 @@ def run_size(args, size: int, home: Path, topics, texts, questions) -> None:
     queries = make_vectors(args.queries, np.random.default_rng([8, size]), topics)
     qtexts = [questions[i % len(questions)] if questions else "deploy error timeout" for i in range(args.queries)]
     builds = []
+    query_embedders: dict[str, Any] = {}
     if args.against:
         base_memory = memory
         if args.against_home:
@@ -391,8 +381,12 @@ def run_size(args, size: int, home: Path, topics, texts, questions) -> None:
         module = load_arms(args.against)
         modern = "visible" in inspect.signature(module.candidates).parameters
         builds.append((args.against, module if modern else WithoutVisibility(module), base_memory))
+        if minilm is not None:  # the baseline's query embedder too (torch before issue 29)
+            baseline_embedder = module_at(args.against, "ultron/embeddings/local.py", "baseline_local")
+            query_embedders[args.against] = baseline_embedder.LocalMiniLMEmbedder()
+            query_embedders[args.against].embed_one("warm up")
     results = run_builds(builds + [("this build", search_arms, memory)], minilm, vectors, ids, queries, qtexts,
-                         size, args.warm)
+                         size, args.warm, query_embedders)
     print(f"== {size:,} memories, {args.queries} queries, load average {os.getloadavg()[0]:.2f} at the end ==")
     print(f"{'search (vector given unless said)':44} {'p50 ms':>8} {'p99 ms':>8} {'recall@10':>9} {'/ unfiltered':>12} "
           f"{'/ baseline':>10}")

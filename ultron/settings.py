@@ -155,11 +155,6 @@ class Settings:
     embedding_api_key: str | None = None
     #: ULTRON_EMBEDDING_DIM: vector size; the memory_records column holds 384.
     embedding_dim: int = 384
-    #: ULTRON_QUERY_EMBEDDING_PRECISION: auto | float32 | bfloat16. The local model embeds a
-    #: search's query with bfloat16 weights where the CPU multiplies bfloat16 natively (auto:
-    #: AMX or AVX512-BF16; 0.7x the time, cosine to float32 >= 0.9998); stored memories are
-    #: always embedded in float32.
-    query_embedding_precision: str = "auto"
     #: ULTRON_MEMORY_MIN_CONFIDENCE: extracted memories below it are dropped (and counted).
     memory_min_confidence: float = 0.5
     #: ULTRON_DEDUP_SIMILARITY_THRESHOLD: cosine at or above which an upload merges.
@@ -329,9 +324,6 @@ class Settings:
                 "ULTRON_LLM_MAX_INPUT_TOKENS - ULTRON_LLM_PROMPT_RESERVE_TOKENS must leave at least 256 tokens")
         if self.embedding_provider not in ("local", "openai", "hash"):
             raise SettingsError(f"ULTRON_EMBEDDING_PROVIDER={self.embedding_provider!r}: use local, openai or hash")
-        if self.query_embedding_precision not in ("auto", "float32", "bfloat16"):
-            raise SettingsError(f"ULTRON_QUERY_EMBEDDING_PRECISION={self.query_embedding_precision!r}: "
-                                "use auto, float32 or bfloat16")
         if self.search_fusion not in ("minmax", "rrf"):
             raise SettingsError(f"ULTRON_SEARCH_FUSION={self.search_fusion!r}: use minmax or rrf")
         if self.search_context_weight < 0 or self.search_resolution_weight < 0:
@@ -405,7 +397,6 @@ class Settings:
             embedding_base_url=env.get("ULTRON_EMBEDDING_BASE_URL") or None,
             embedding_api_key=env.get("ULTRON_EMBEDDING_API_KEY") or None,
             embedding_dim=_number(env, "ULTRON_EMBEDDING_DIM", int),
-            query_embedding_precision=_lower(env, "ULTRON_QUERY_EMBEDDING_PRECISION"),
             memory_min_confidence=_number(env, "ULTRON_MEMORY_MIN_CONFIDENCE", float),
             dedup_similarity_threshold=_number(env, "ULTRON_DEDUP_SIMILARITY_THRESHOLD", float),
             dedup_soft_threshold=_number(env, "ULTRON_DEDUP_SOFT_THRESHOLD", float),

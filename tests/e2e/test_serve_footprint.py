@@ -99,13 +99,13 @@ def free_port() -> int:
 def test_a_started_server_holds_no_model_and_loads_each_on_first_use(serve):
     proc, http, log = serve
     time.sleep(3)  # anything started in the background at startup would show by now
-    assert not mapped(proc.pid, "libtorch"), "torch is loaded before any request"
-    assert not imported(log, "torch") and not imported(log, "spacy") and not imported(log, "presidio_analyzer")
+    assert not mapped(proc.pid, "onnxruntime"), "the embedding model is loaded before any request"
+    assert not imported(log, "onnxruntime") and not imported(log, "spacy") and not imported(log, "presidio_analyzer")
     assert_under_limit(proc.pid, "start")
 
     r = http.post("/memories/search", json={"query": "pip install fails behind a proxy"})
     assert r.status_code == 200 and r.json()["results"] == []
-    assert mapped(proc.pid, "libtorch") and imported(log, "torch")  # the check sees a loaded model
+    assert mapped(proc.pid, "onnxruntime") and imported(log, "onnxruntime")  # the check sees a loaded model
     assert_under_limit(proc.pid, "the first search")
 
     uploaded = []
@@ -115,8 +115,9 @@ def test_a_started_server_holds_no_model_and_loads_each_on_first_use(serve):
             "resolution": "export HTTPS_PROXY=http://proxy.internal:3128 before pip install"})
         assert r.status_code == 200, r.text
         uploaded.append(r.json()["id"])
-    # Redaction with the built-in rules needs neither Presidio's analyzer nor spaCy.
-    assert not imported(log, "spacy") and not imported(log, "presidio_analyzer")
+    # Redaction with the built-in rules needs neither Presidio's analyzer nor spaCy, and the
+    # embedder (ONNX Runtime) never needs torch.
+    assert not imported(log, "spacy") and not imported(log, "presidio_analyzer") and not imported(log, "torch")
     found = http.post("/memories/search", json={"query": "pip install proxy timeout", "detail_level": "l1"}).json()
     assert [m["id"] for m in found["results"]][:1] in ([u] for u in uploaded)
     assert "ops@example.com" not in str(found) and "<EMAIL_ADDRESS>" in str(found)  # redacted on upload

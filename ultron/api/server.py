@@ -68,7 +68,7 @@ def serve(settings: Settings, host: str | None = None, port: int | None = None, 
     from ultron.api.app import create_app
     from ultron.sdk import Ultron
 
-    # The embedder (torch, ~200 MB) and the redactor (Presidio, which imports spaCy) are
+    # The embedder (ONNX Runtime and the MiniLM weights) and the redactor (Presidio, which imports spaCy) are
     # built by the first request that needs them, not here: a server that only searches
     # never holds spaCy, and one that is only health-checked holds neither. That request
     # waits for the build (a second or two); concurrent ones wait on the same build lock.

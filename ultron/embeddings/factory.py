@@ -56,8 +56,7 @@ def build_embedder(settings: Any, *, usage: LLMUsage | None = None) -> Embedder:
             raise SettingsError(f"ULTRON_EMBEDDING_MODEL={model!r}: the local provider only has {MODEL_NAME}")
         if dim is not None and dim != DIM:
             raise SettingsError(f"ULTRON_EMBEDDING_DIM={dim}: {MODEL_NAME} has {DIM} dimensions")
-        return LocalMiniLMEmbedder(batch_size=int(batch_size or DEFAULT_BATCH_SIZE),
-                                   query_precision=str(_opt(settings, "query_embedding_precision", "auto")))
+        return LocalMiniLMEmbedder(batch_size=int(batch_size or DEFAULT_BATCH_SIZE))
 
     if provider == "hash":
         from ultron.embeddings.hashing import HashingEmbedder
