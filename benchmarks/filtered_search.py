@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import inspect
 import os
+import signal
 import statistics
 import sys
 import time
@@ -304,6 +305,10 @@ def main() -> int:
     ap.add_argument("--crossover", action="store_true",
                     help="also time exact scans against the store's graph for filters without a graph of their own")
     args = ap.parse_args()
+    # a SIGTERM (kill, a CI timeout) unwinds like Ctrl-C: without_owner_graphs restores the
+    # graphs it hid in a finally, and a kill that skipped it left all of them for the
+    # maintenance step to rebuild (628 s at 1M)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     print(machine_line())
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
     texts, questions = load_texts(args.text)

@@ -114,6 +114,20 @@ def test_minilm_matches_sentence_transformers(minilm):
         assert np.allclose(alone, ref, atol=1e-5) and float(alone @ ref) >= 1 - 1e-4
 
 
+def test_onnx_threads_follow_omp_num_threads(monkeypatch):
+    """Worker processes set OMP_NUM_THREADS=1 (docs/scale.md) so that two of them on two
+    cores do not each start a thread per core."""
+    from ultron.embeddings.onnx_bert import intra_op_threads
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert intra_op_threads() == 1
+    for unset in ("", "many", "-3"):
+        monkeypatch.setenv("OMP_NUM_THREADS", unset)
+        assert intra_op_threads() == 0  # ONNX Runtime's own choice
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert intra_op_threads() == 0
+
+
 def test_embedding_a_text_does_not_import_torch():
     """A process that only searches (``ultron search`` without a server) pays neither torch's
     import time nor its memory."""

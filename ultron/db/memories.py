@@ -267,15 +267,20 @@ def get_records(conn: sa.Connection, ids: Sequence[str], *, include_archived: bo
 
 def visible_sql(visible: Sequence[str] | None, params: dict[str, Any], alias: str = "") -> str:
     """The condition a memory row meets when a principal bound to the agents ``visible`` may
-    see it (``ultron.access.visible_agents``): shared, or one of theirs. "TRUE" when unbound."""
+    see it (``ultron.access.visible_agents``): shared, or one of theirs. "TRUE" when unbound.
+
+    NULL-safe (a memory of no agent is false here, never NULL, so NOT (...) keeps it out).
+    One equality per agent rather than ``= ANY(array)``: each arm of the OR then matches the
+    predicate of that agent's partial indexes (``ultron.db.vector_indexes``), so the planner
+    reads a team's words through its owners' word indexes (a BitmapOr), or else through the
+    agent and shared indexes."""
     if visible is None:
         return "TRUE"
-    params["visible"] = list(visible)
-    # NULL-safe (a memory of no agent is false here, never NULL, so NOT (...) keeps it out)
-    # and still indexable: the agent side through the agent indexes, the shared side through
-    # ix_memory_records_shared (a BitmapOr)
-    return (f"({alias}shared OR ({alias}agent_id IS NOT NULL "
-            f"AND {alias}agent_id = ANY(CAST(:visible AS text[]))))")
+    arms = [f"{alias}shared"]
+    for i, agent in enumerate(dict.fromkeys(visible)):
+        params[f"visible_{i}"] = agent
+        arms.append(f"({alias}agent_id IS NOT NULL AND {alias}agent_id = :visible_{i})")
+    return "(" + " OR ".join(arms) + ")"
 
 
 def _filters(tier: str | None, tags: Sequence[str] | None, agent_id: str | None,

@@ -142,37 +142,19 @@ def _owners_dense_arm(cond: str, visible: Sequence[str], params: dict[str, Any],
         )"""
 
 
-#: the text matches (the essential lexemes' documents) up to which a broad filter is checked
-#: on each of them rather than intersected through its own index
-FILTER_MATCHES_MAX = 3000
-
 _POOL_COLS = "id, search_tsv, len_content, len_resolution, len_context"
 
 
-def _pool(cond: str, broad: bool) -> str:
+def _pool(cond: str) -> str:
     """The ``pool`` CTE: the first ``:pool`` memories the filter keeps that hold an essential
-    query word. The planner intersects the words' GIN bitmap with the filter's index, and a
-    broad tag's bitmap is most of the cost at 1M memories: 5.1 ms for a tag on 5% of them,
-    against 0.3 ms for the query's 1,452 text matches (EXPLAIN ANALYZE,
-    ``benchmarks/filtered_search.py``'s store). So a ``broad`` filter is checked on the text
-    matches themselves (the OFFSET 0 keeps the planner from pushing it into the index scan)
-    when there are at most FILTER_MATCHES_MAX of them, about 1.5 µs each; more, and the
-    intersection is cheaper. That took the candidates of a 5% tag's search from 23.8 to
-    19.6 ms p50 at 1M. A team's filter (two agents and the shared memories, 5%) gained
-    nothing from it (22.6 against 23.5 ms), so only a tag with a graph of its own is broad
-    here. Only one branch runs (their one-time filters): the pool is the same either way."""
-    plain = f"SELECT {_POOL_COLS} FROM memory_records WHERE {cond} AND search_tsv @@ {_ESSENTIAL_TSQUERY}"
-    if not broad:
-        return f"pool AS MATERIALIZED ({plain} LIMIT :pool)"
-    matches = "(SELECT sum(df) FROM terms WHERE essential)"
-    return f"""pool AS MATERIALIZED (
-            (SELECT {_POOL_COLS} FROM (
-                SELECT {_POOL_COLS}, status, tier, tags, agent_id, shared FROM memory_records
-                WHERE search_tsv @@ {_ESSENTIAL_TSQUERY} OFFSET 0) matched
-             WHERE {cond} AND {matches} <= {FILTER_MATCHES_MAX} LIMIT :pool)
-            UNION ALL
-            ({plain} AND {matches} > {FILTER_MATCHES_MAX} LIMIT :pool)
-        )"""
+    query word. An owner with a graph of its own (an agent, the shared memories, one of the
+    commonest tags) also has a word index of its own (revision 0019), which the planner takes
+    for that filter: it reads that owner's matches only. Without one, it intersected the
+    store's matches with the filter's index, whose entries for a 5% tag or a team were most of
+    a filtered search at 1M memories (``ultron.db.vector_indexes`` has the figures); the
+    "check the tag on each text match" branch that used to stand in for it is gone with it."""
+    return (f"pool AS MATERIALIZED (SELECT {_POOL_COLS} FROM memory_records "
+            f"WHERE {cond} AND search_tsv @@ {_ESSENTIAL_TSQUERY} LIMIT :pool)")
 
 
 def use_ef_search(conn: sa.Connection, ef: int) -> None:
@@ -223,7 +205,6 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
     cond, params = _filters(tier, tags, agent_id, visible)
     exact = bool(tags or agent_id or visible is not None) and plan.get("exact_max", 0) > 0
     ef = max(int(plan["ef_search"]), k)
-    broad = False  # a tag with a graph of its own, the whole filter (_pool)
     # A filter with a graph of its own walks it at once, with no count of what it keeps first;
     # only when it is the whole filter: a tier or a tag on top may keep few of that graph's
     # memories, and then the count's exact comparison is what finds them.
@@ -241,13 +222,12 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
         own = (f"agent:{agent_id}" in graphs and not (tier or tags) if agent_id
                else _tag_graph(tags, graphs) and not tier)
         dense = _dense_arm(cond, exact=exact and not own)
-        broad = own and not agent_id
     use_ef_search(conn, ef)
     params.update(_lexical_params(plan), text=text, q=np.asarray(embedding, dtype=np.float32), k=k,
                   exact_max=int(plan.get("exact_max", 0)))
     sql = f"""
         WITH {_TERMS},
-        {_pool(cond, broad)},
+        {_pool(cond)},
         lex AS MATERIALIZED (
             SELECT d.id, sum(t.idf * t.qtf * x.tf * (:k1 + 1)
                              / (x.tf + :k1 * (1 - :b + :b * {_WEIGHTED_LEN} / t.avgdl))) AS bm25

@@ -7,10 +7,10 @@ always is, so each comparison fetched the vector through the TOAST table's index
 scan of 5,000 memories took 3.1x as long as with the vectors in the row, at 100k memories
 (``benchmarks/filtered_search.py``'s store; the numbers are in docs/scale.md).
 
-* ``toast_tuple_target = 8160`` (the most PostgreSQL allows): a row is only cut down once it
-  is over a page's worth, so a memory's vector and its text stay in the row.
-* ``embedding`` gets ``STORAGE MAIN``: a row that must still be cut down moves its text out
-  first and the vector last.
+* ``embedding`` gets ``STORAGE MAIN``: a row that must be cut down moves its text out first
+  and the vector last. (``toast_tuple_target = 8160`` was not set: with the table's
+  ``fillfactor`` of 50, kept for the hit counts' in-page updates, a row that large would
+  leave one row a page.)
 * Existing rows are rewritten to that layout (the column's type set to itself through an
   expression, which makes PostgreSQL copy every row and rebuild the table's indexes, in this
   transaction, in the rows' order); downgrading rewrites them back. Most of the time goes
