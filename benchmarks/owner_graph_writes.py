@@ -1,14 +1,15 @@
-"""What the owner graphs (``ultron.db.vector_indexes``) cost a write: the same memories
+"""What the owner indexes (``ultron.db.vector_indexes``) cost a write: the same memories
 INSERTed one statement each, as an upload stores one, into the store
-``benchmarks/search.py`` built, with its owner graphs and with them dropped.
+``benchmarks/search.py`` built, with its owner graphs and the word indexes by owner
+(revision 0020), with the graphs alone (word indexes dropped), and with neither.
 
 Each pass runs in a transaction that is rolled back, the drops included (DDL is
-transactional in PostgreSQL), so the store is left exactly as it was and the two layouts
-are timed on the same data minutes apart: the passes alternate, three of each. A new
+transactional in PostgreSQL), so the store is left exactly as it was and the layouts are
+timed on the same data minutes apart: the passes take turns, three of each. A new
 memory here is like the stored ones: one of 50 agents, a ``kind-NN`` and a ``topic-NNN``
 tag, 1% shared; so it lands in the store's graph, its agent's graph and, for the 16
 indexed tags, often in a tag graph too. The rows printed are the time per INSERT (p50 and
-mean over all passes) and the ratio with graphs to without.
+mean over all passes) and its ratio to the store's indexes alone.
 
     python benchmarks/owner_graph_writes.py --keep-home /work/bench29 [--sizes 100000] [--rows 300]
 """
@@ -34,9 +35,9 @@ INSERT = ("INSERT INTO memory_records (id, memory_type, content, context, resolu
           "%s, %s, %s, %s)")
 
 
-def one_pass(engine, rows: list[tuple], graphs: list[str], drop: bool) -> list[float]:
-    """The rows INSERTed one by one in a transaction (after dropping ``graphs`` if ``drop``),
-    then rolled back; the seconds of each INSERT."""
+def one_pass(engine, rows: list[tuple], dropped: list[str]) -> list[float]:
+    """The rows INSERTed one by one in a transaction (after dropping the indexes named
+    ``dropped``), then rolled back; the seconds of each INSERT."""
     from pgvector.psycopg import register_vector
 
     times = []
@@ -44,7 +45,7 @@ def one_pass(engine, rows: list[tuple], graphs: list[str], drop: bool) -> list[f
         raw = conn.connection.driver_connection
         register_vector(raw)
         with raw.transaction(force_rollback=True), raw.cursor() as cur:
-            for name in graphs if drop else []:
+            for name in dropped:
                 cur.execute(f'DROP INDEX "{name}"')
             for row in rows:
                 t0 = time.perf_counter()
@@ -81,24 +82,30 @@ def run_size(args, size: int) -> None:
     engine = client.db.engine
     with engine.connect() as conn:
         graphs = list(conn.execute(sa.text("SELECT index_name FROM memory_vector_indexes")).scalars())
+        words = list(conn.execute(sa.text(
+            "SELECT c.relname FROM pg_class c JOIN pg_index x ON x.indexrelid = c.oid "
+            "WHERE x.indrelid = 'memory_records'::regclass AND c.relname LIKE 'ix_memory_records_%_words'")).scalars())
     vectors = make_vectors(args.rows, np.random.default_rng([5, size]), centres())
     rows = []
     for n in range(args.rows):
         i = size + n  # the stored rows' pattern of agents, tags and sharing, continued
         text = f"new memory {n}: the deploy step timed out after the cache was cleared"
         rows.append((str(uuid.uuid4()), text, text[:60], text, agent_of(i), vectors[n], tags_of(i), shared_of(i)))
-    one_pass(engine, rows[:20], graphs, drop=False)  # warm: the graphs' upper layers into the cache
-    times: dict[bool, list[float]] = {False: [], True: []}
+    layouts = {"store's indexes only": graphs + words, "owner graphs, no word index": words,
+               "owner graphs + word indexes": []}
+    one_pass(engine, rows[:20], [])  # warm: the graphs' upper layers into the cache
+    times: dict[str, list[float]] = {label: [] for label in layouts}
+    order = list(layouts)
     for p in range(args.passes):
-        for drop in ((False, True) if p % 2 == 0 else (True, False)):
-            times[drop] += one_pass(engine, rows, graphs, drop)
-    print(f"== {size:,} memories, {len(graphs)} owner graphs, {args.rows} INSERTs x {args.passes} passes, "
-          f"load average {os.getloadavg()[0]:.2f} at the end ==")
-    print(f"{'layout':28} {'p50 ms':>8} {'mean ms':>8}")
-    for drop, label in ((True, "store's graph only"), (False, "with the owner graphs")):
-        print(f"{label:28} {statistics.median(times[drop]) * 1e3:8.2f} {statistics.mean(times[drop]) * 1e3:8.2f}")
-    print(f"{'ratio (with / without)':28} {statistics.median(times[False]) / statistics.median(times[True]):7.2f}x "
-          f"{statistics.mean(times[False]) / statistics.mean(times[True]):7.2f}x")
+        for label in order[p % len(order):] + order[:p % len(order)]:
+            times[label] += one_pass(engine, rows, layouts[label])
+    print(f"== {size:,} memories, {len(graphs)} owner graphs and {len(words)} word indexes by owner, {args.rows} INSERTs x "
+          f"{args.passes} passes, load average {os.getloadavg()[0]:.2f} at the end ==")
+    print(f"{'layout':30} {'p50 ms':>8} {'mean ms':>8} {'p50 ratio':>9}")
+    base = statistics.median(times[order[0]])
+    for label in order:
+        print(f"{label:30} {statistics.median(times[label]) * 1e3:8.2f} {statistics.mean(times[label]) * 1e3:8.2f} "
+              f"{statistics.median(times[label]) / base:8.2f}x")
     print()
 
 

@@ -35,61 +35,11 @@ def fill(engine: sa.Engine, owners: dict[tuple[str | None, bool], int], seed: in
                     {"id": str(uuid.uuid4()), "c": f"memory of {agent}", "a": agent, "s": shared, "e": vec(v)})
 
 
-def index_names(engine: sa.Engine, kind: str = "vec") -> set[str]:
+def index_names(engine: sa.Engine) -> set[str]:
     with engine.connect() as conn:
         return set(conn.execute(sa.text(
-            "SELECT indexname FROM pg_indexes WHERE tablename = 'memory_records' AND indexname LIKE :p"),
-            {"p": f"ix_memory_{kind}_%"}).scalars())
-
-
-def pool_plan(conn: sa.Connection, visible: tuple[str, ...]) -> str:
-    """The plan of a team search's lexical pool (as ``search_arms`` writes it) for a word a
-    quarter of the memories hold, through the owners' word indexes if the planner can use
-    them at all. (Nothing is committed: the caller rolls back.)"""
-    from ultron.db.memories import _filters
-
-    cond, params = _filters(None, None, None, visible)
-    conn.execute(sa.text("UPDATE memory_records SET content = 'kafka consumer lag' WHERE id IN "
-                         "(SELECT id FROM memory_records ORDER BY id LIMIT 30)"))
-    conn.exec_driver_sql("ANALYZE memory_records")
-    # every other index hidden: on a table this small, reading the store's matches (or all
-    # its rows) is cheaper than reading any owner's, while at 1M memories the planner
-    # prefers the owners' (docs/scale.md). What this shows is that it can use them.
-    conn.exec_driver_sql("UPDATE pg_index SET indisvalid = false WHERE indrelid = 'memory_records'::regclass "
-                         "AND indexrelid::regclass::text NOT LIKE 'ix_memory_txt_%%'")
-    conn.exec_driver_sql("SET enable_seqscan = off")
-    conn.exec_driver_sql("SET enable_indexscan = off")
-    try:
-        return "\n".join(conn.execute(sa.text(
-            f"EXPLAIN SELECT id FROM memory_records WHERE {cond} "
-            "AND search_tsv @@ to_tsquery('english', 'kafka')"), params).scalars())
-    finally:
-        conn.exec_driver_sql("RESET enable_seqscan")
-        conn.exec_driver_sql("RESET enable_indexscan")
-
-
-def test_the_word_index_migration_builds_one_per_owner_graph_and_drops_them(scratch_db, monkeypatch):
-    """Revision 0019 on a populated store: each owner with a graph gets a word index, which a
-    team search's lexical pool reads (one arm per owner); downgrading drops them and leaves
-    the graphs and every row."""
-    monkeypatch.setenv("ULTRON_OWNER_INDEX_MIN", "30")
-    assert alembic(scratch_db, "upgrade", "0016") == "0016"
-    fill(scratch_db, {("big-agent", False): 40, ("small-agent", False): 5, (None, False): 40, ("big-agent", True): 35})
-    assert alembic(scratch_db, "upgrade", "0018") == "0018"
-    graphs = {vi.index_name("agent:big-agent"), vi.index_name(vi.SHARED)}
-    assert index_names(scratch_db) == graphs and index_names(scratch_db, "txt") == set()
-    assert alembic(scratch_db, "upgrade", "0019") == "0019"
-    words = {vi.text_index_name("agent:big-agent"), vi.text_index_name(vi.SHARED)}
-    assert index_names(scratch_db, "txt") == words
-    with scratch_db.connect() as conn:
-        assert vi.valid_scopes(conn) == {"agent:big-agent", vi.SHARED}
-        plan = pool_plan(conn, ("big-agent",))
-        conn.rollback()
-    assert all(name in plan for name in words), plan
-    assert alembic(scratch_db, "downgrade", "0018") == "0018"
-    assert index_names(scratch_db) == graphs and index_names(scratch_db, "txt") == set()
-    with scratch_db.connect() as conn:
-        assert conn.execute(sa.text("SELECT count(*) FROM memory_records")).scalar_one() == 120
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memory_records' AND indexname LIKE 'ix_memory_vec_%'"
+        )).scalars())
 
 
 def test_the_migration_builds_the_owner_indexes_on_a_populated_store_and_drops_them(scratch_db, monkeypatch):
@@ -132,25 +82,11 @@ def test_maintenance_builds_indexes_as_agents_grow_and_drops_them_as_they_shrink
                      {"n": vi.index_name("agent:grower")})
     again = refresh_owner_indexes(client.db, settings)
     assert again["created"] == ["agent:grower"]
-    assert vi.text_index_name("agent:grower") in index_names(client.db.engine, "txt")
-    # a broken word index alone: searches treat the scope as unindexed until maintenance
-    # builds that index again, and the graph is kept as it is
-    graph_oid = "SELECT CAST(:n AS regclass)::oid"
-    with client.db.engine.begin() as conn:
-        before = conn.execute(sa.text(graph_oid), {"n": vi.index_name("agent:grower")}).scalar_one()
-        conn.execute(sa.text("UPDATE pg_index SET indisvalid = false WHERE indexrelid = CAST(:n AS regclass)"),
-                     {"n": vi.text_index_name("agent:grower")})
-        assert "agent:grower" not in vi.valid_scopes(conn)
-    assert refresh_owner_indexes(client.db, settings) == {"created": [], "dropped": [], "kept": ["agent:grower"]}
-    with client.db.engine.connect() as conn:
-        assert "agent:grower" in vi.valid_scopes(conn)
-        assert conn.execute(sa.text(graph_oid), {"n": vi.index_name("agent:grower")}).scalar_one() == before
     with client.db.engine.begin() as conn:  # the agent shrinks below half the threshold
         conn.execute(sa.text("UPDATE memory_records SET status = 'archived' WHERE agent_id = 'grower' AND id IN "
                              "(SELECT id FROM memory_records WHERE agent_id = 'grower' LIMIT 20)"))
     assert refresh_owner_indexes(client.db, settings)["dropped"] == ["agent:grower"]
     assert vi.index_name("agent:grower") not in index_names(client.db.engine)
-    assert vi.text_index_name("agent:grower") not in index_names(client.db.engine, "txt")
 
 
 def test_a_team_search_finds_the_nearest_of_its_agents_and_the_shared_ones(client):
@@ -197,7 +133,6 @@ def test_forgetting_an_agent_takes_its_index_and_its_name_with_it(client):
     assert refresh_owner_indexes(client.db, settings)["created"] == ["agent:leaving-agent"]
     client.forget(agent_id="leaving-agent")
     assert vi.index_name("agent:leaving-agent") not in index_names(client.db.engine)
-    assert vi.text_index_name("agent:leaving-agent") not in index_names(client.db.engine, "txt")
     with client.db.engine.connect() as conn:
         assert vi.recorded(conn) == {}
         assert not conn.execute(sa.text("SELECT count(*) FROM pg_index WHERE pg_get_expr(indpred, indrelid) "
@@ -218,8 +153,8 @@ def test_only_tags_that_narrow_the_search_get_a_graph(client):
 
 
 def test_a_tag_with_a_graph_of_its_own_finds_what_the_plain_filter_finds(client):
-    """A search by a tag with its own graph and word index: the lexical candidates, their
-    scores, and the dense arm's nearest are those of the plain filter, and all carry the tag."""
+    """A search by a tag with its own graph: the lexical candidates, their scores, and the
+    dense arm's nearest are those of the plain filter, and all carry the tag."""
     from ultron.db import search_arms
     from ultron.memory.owner_indexes import refresh_owner_indexes
     from ultron.memory.ranking import arm_settings

@@ -82,6 +82,17 @@ def check_pgvector(conn: sa.Connection, url: str, extension: str = "vector") -> 
         )
 
 
+def check_btree_gin(conn: sa.Connection, url: str) -> None:
+    """Fail with a message that names the fix when the server lacks ``btree_gin`` (contrib),
+    which the word indexes by owner use (revision 0020). It is a trusted extension: the
+    store's owner creates it, no superuser needed."""
+    if conn.execute(sa.text("SELECT 1 FROM pg_available_extensions WHERE name = 'btree_gin'")).first() is None:
+        raise DatabaseError(
+            f"The PostgreSQL server at {redact(url)} does not have the 'btree_gin' extension, one of "
+            "PostgreSQL's contrib modules (the postgresql-contrib package on most systems; the pgvector/pgvector "
+            "image has it). Install it, or unset ULTRON_DATABASE_URL to use the embedded server.")
+
+
 def migrate(engine: Engine) -> str:
     """Apply pending migrations; returns the head revision. Safe to call concurrently."""
     from alembic import command
@@ -91,6 +102,7 @@ def migrate(engine: Engine) -> str:
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     with engine.begin() as conn:
         check_pgvector(conn, str(engine.url))
+        check_btree_gin(conn, str(engine.url))
         # Two processes starting on a fresh database take turns here.
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
         cfg.attributes["connection"] = conn

@@ -147,12 +147,12 @@ _POOL_COLS = "id, search_tsv, len_content, len_resolution, len_context"
 
 def _pool(cond: str) -> str:
     """The ``pool`` CTE: the first ``:pool`` memories the filter keeps that hold an essential
-    query word. An owner with a graph of its own (an agent, the shared memories, one of the
-    commonest tags) also has a word index of its own (revision 0019), which the planner takes
-    for that filter: it reads that owner's matches only. Without one, it intersected the
-    store's matches with the filter's index, whose entries for a 5% tag or a team were most of
-    a filtered search at 1M memories (``ultron.db.vector_indexes`` has the figures); the
-    "check the tag on each text match" branch that used to stand in for it is gone with it."""
+    query word. A filter by agent, by team or by tag finds them through the words indexed
+    with their owner (revision 0020: GIN on agent and words, on tags and words, and on the
+    shared memories' words), reading only that owner's matches. Before, the planner
+    intersected the store's matches with the filter's own index, whose entries for a 5% tag
+    or a team were most of a filtered search at 1M memories; the branch that checked a
+    tag on each text match instead, to spare that, went with it."""
     return (f"pool AS MATERIALIZED (SELECT {_POOL_COLS} FROM memory_records "
             f"WHERE {cond} AND search_tsv @@ {_ESSENTIAL_TSQUERY} LIMIT :pool)")
 

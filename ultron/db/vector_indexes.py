@@ -15,14 +15,6 @@ maintenance step); ``memory_vector_indexes`` records what exists, by scope: ``ag
 ``shared`` or ``tag:<tag>``. A tag's index serves a search filtered by that one tag (the
 statement's ``tags @> ARRAY[tag]`` is the index's predicate); every memory carries several
 tags, so only the ``ULTRON_TAG_INDEXES`` commonest get one.
-
-Each scope also has a partial GIN index of its memories' words (revision 0019), used by
-the lexical arm of the same searches. Without it, the planner intersected the query words'
-bitmap over the whole store with the filter's own index, and reading that index was most
-of a filtered search at 1M memories (EXPLAIN ANALYZE on ``benchmarks/filtered_search.py``'s
-store: 4.6 ms of a team's 13.1 ms for the 40,000 entries of its two agents, 4.9 ms of a
-common tag's 11.7 ms). Through the scope's own word index it reads only the filter's
-matches: the team's search took 4.5 ms and the tag's 3.8 ms.
 """
 
 from __future__ import annotations
@@ -50,11 +42,6 @@ def index_name(scope: str) -> str:
     return "ix_memory_vec_" + hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
-def text_index_name(scope: str) -> str:
-    """The scope's word index: its vector index's name with ``txt`` for ``vec``."""
-    return "ix_memory_txt_" + index_name(scope)[len("ix_memory_vec_"):]
-
-
 def _literal(value: str) -> str:
     """A SQL string literal (DDL takes no parameters; standard_conforming_strings is on)."""
     if "\x00" in value:
@@ -77,18 +64,6 @@ def predicate(scope: str) -> str:
 def create_sql(scope: str, *, concurrently: bool) -> str:
     how = "CONCURRENTLY " if concurrently else ""
     return f"CREATE INDEX {how}IF NOT EXISTS {index_name(scope)} ON memory_records {HNSW} WHERE {predicate(scope)}"
-
-
-def create_text_sql(scope: str, *, concurrently: bool) -> str:
-    """The scope's word index: the store's ``search_tsv`` GIN index, for the scope's rows."""
-    how = "CONCURRENTLY " if concurrently else ""
-    return (f"CREATE INDEX {how}IF NOT EXISTS {text_index_name(scope)} ON memory_records "
-            f"USING gin (search_tsv) WHERE {predicate(scope)}")
-
-
-def create_scope_sql(scope: str, *, concurrently: bool) -> list[str]:
-    """Both of a scope's indexes, its graph first."""
-    return [create_sql(scope, concurrently=concurrently), create_text_sql(scope, concurrently=concurrently)]
 
 
 #: a tag on more than this share of the memories gets no graph of its own: walking the
@@ -114,21 +89,14 @@ def owner_counts(conn: sa.Connection, at_least: int, tags: int = 0) -> dict[str,
     return {r.scope: int(r.n) for r in rows}
 
 
-#: the word index's name beside the recorded graph's (``text_index_name``)
-_TEXT_NAME = "'ix_memory_txt_' || substr(v.index_name, length('ix_memory_vec_') + 1)"
-
-
 def recorded(conn: sa.Connection) -> dict[str, dict[str, Any]]:
-    """The recorded indexes by scope, with whether Postgres holds a valid graph and a valid
-    word index of those names (a concurrent build that failed leaves an invalid index
-    behind); ``valid`` when both are."""
+    """The recorded indexes by scope, with whether Postgres holds a valid one of that name
+    (a concurrent build that failed leaves an invalid index behind)."""
     rows = conn.execute(sa.text(
-        "SELECT v.scope, v.index_name, v.created_at, coalesce(x.indisvalid, false) AS graph_valid, "
-        "coalesce(tx.indisvalid, false) AS text_valid "
+        "SELECT v.scope, v.index_name, v.created_at, coalesce(x.indisvalid, false) AS valid "
         "FROM memory_vector_indexes v LEFT JOIN pg_class c ON c.relname = v.index_name "
-        "LEFT JOIN pg_index x ON x.indexrelid = c.oid "
-        f"LEFT JOIN pg_class tc ON tc.relname = {_TEXT_NAME} LEFT JOIN pg_index tx ON tx.indexrelid = tc.oid"))
-    return {r.scope: {**r._mapping, "valid": bool(r.graph_valid and r.text_valid)} for r in rows}
+        "LEFT JOIN pg_index x ON x.indexrelid = c.oid"))
+    return {r.scope: dict(r._mapping) for r in rows}
 
 
 def record(conn: sa.Connection, scope: str) -> None:
@@ -146,30 +114,17 @@ def drop_sql(scope: str, *, concurrently: bool) -> str:
     return f"DROP INDEX {'CONCURRENTLY ' if concurrently else ''}IF EXISTS {index_name(scope)}"
 
 
-def drop_text_sql(scope: str, *, concurrently: bool) -> str:
-    return f"DROP INDEX {'CONCURRENTLY ' if concurrently else ''}IF EXISTS {text_index_name(scope)}"
-
-
-def drop_scope_sql(scope: str, *, concurrently: bool) -> list[str]:
-    return [drop_sql(scope, concurrently=concurrently), drop_text_sql(scope, concurrently=concurrently)]
-
-
 def drop_owner(conn: sa.Connection, scope: str) -> bool:
     """Drop a scope's index and its row in the caller's transaction (forgetting an agent: the
     index's predicate holds the agent's name). True when there was one."""
     had = conn.execute(sa.text("DELETE FROM memory_vector_indexes WHERE scope = :s RETURNING scope"),
                        {"s": scope}).first() is not None
-    for sql in drop_scope_sql(scope, concurrently=False):
-        conn.exec_driver_sql(sql)
+    conn.exec_driver_sql(drop_sql(scope, concurrently=False))
     return had
 
 
 def valid_scopes(conn: sa.Connection) -> frozenset[str]:
-    """The scopes whose graph and word index are there and valid: searches walk the graph at
-    once, and the planner finds the words through the scope's own index. A scope missing
-    either is searched as if it had neither (the right answer, from the store's indexes)."""
+    """The scopes whose index is there and valid, which searches may walk at once."""
     return frozenset(conn.execute(sa.text(
         "SELECT v.scope FROM memory_vector_indexes v JOIN pg_class c ON c.relname = v.index_name "
-        "JOIN pg_index x ON x.indexrelid = c.oid "
-        f"JOIN pg_class tc ON tc.relname = {_TEXT_NAME} JOIN pg_index tx ON tx.indexrelid = tc.oid "
-        "WHERE x.indisvalid AND tx.indisvalid")).scalars())
+        "JOIN pg_index x ON x.indexrelid = c.oid WHERE x.indisvalid")).scalars())

@@ -1,4 +1,4 @@
-"""Keeping the per-owner vector indexes (and each one's word index) in line with the store (``ultron.db.vector_indexes``):
+"""Keeping the per-owner vector indexes in line with the store (``ultron.db.vector_indexes``):
 the maintenance step ``index_owners``. Owners here are agents, the shared memories and the
 ``ULTRON_TAG_INDEXES`` commonest tags.
 
@@ -39,23 +39,15 @@ def refresh_owner_indexes(db: Database, settings: Settings) -> dict[str, Any]:
                 if scope in wanted and info["valid"]:
                     kept.append(scope)
                     continue
-                if scope in wanted and info["graph_valid"]:  # only its word index is missing or broken
-                    log.info("building the word index of %s", scope)
-                    conn.exec_driver_sql(store.drop_text_sql(scope, concurrently=True))
-                    conn.exec_driver_sql(store.create_text_sql(scope, concurrently=True))
-                    kept.append(scope)
-                    continue
-                for sql in store.drop_scope_sql(scope, concurrently=True):
-                    conn.exec_driver_sql(sql)
+                conn.exec_driver_sql(store.drop_sql(scope, concurrently=True))
                 store.forget(conn, scope)
                 if scope not in wanted:
                     dropped.append(scope)
             for scope, n in sorted(wanted.items()):
                 if scope in kept or n < threshold:
                     continue
-                log.info("building the vector and word indexes of %s (%d memories)", scope, n)
-                for sql in store.create_scope_sql(scope, concurrently=True):
-                    conn.exec_driver_sql(sql)
+                log.info("building the vector index of %s (%d memories)", scope, n)
+                conn.exec_driver_sql(store.create_sql(scope, concurrently=True))
                 store.record(conn, scope)
                 created.append(scope)
         return {"created": created, "dropped": dropped, "kept": kept}
