@@ -45,8 +45,8 @@ def _weights(model_dir: Path) -> tuple[dict[str, np.ndarray], str]:
 def build_graph(model_dir: Path, cfg: dict[str, Any]) -> tuple[bytes, dict[str, np.ndarray]]:
     """The serialized ONNX model: ``input_ids`` and ``attention_mask`` (int64, batch x
     sequence) in, ``embedding`` (float32, batch x hidden, unit rows) out; and its weights,
-    kept out of the model's bytes (graph inputs the session is given as initializers), so
-    they are held once, by the caller, however many sessions read them."""
+    kept out of the model's bytes (placeholders marked external, whose arrays the session
+    is handed in memory), so no serialized copy of them is ever made."""
     from onnx import TensorProto, helper, numpy_helper
 
     w, pre = _weights(model_dir)
@@ -170,9 +170,10 @@ class OnnxEncoder:
 
     def __init__(self, model_dir: Path, cfg: dict[str, Any], tokenizer: Any, threads: int | None = None) -> None:
         try:
+            import onnx  # noqa: F401 - build_graph writes the graph with it
             import onnxruntime as ort
         except ImportError as exc:
-            raise OnnxUnavailable(f"onnxruntime is not installed: {exc}") from exc
+            raise OnnxUnavailable(f"the local embedding model needs onnx and onnxruntime: {exc}") from exc
         options = ort.SessionOptions()
         options.intra_op_num_threads = intra_op_threads() if threads is None else threads
         options.inter_op_num_threads = 1
