@@ -270,9 +270,9 @@ def visible_sql(visible: Sequence[str] | None, params: dict[str, Any], alias: st
     see it (``ultron.access.visible_agents``): shared, or one of theirs. "TRUE" when unbound.
 
     NULL-safe (a memory of no agent is false here, never NULL, so NOT (...) keeps it out).
-    One equality per agent rather than ``= ANY(array)``: each arm of the OR then matches the
-    predicate of that agent's partial indexes (``ultron.db.vector_indexes``), so the planner
-    reads a team's words through its owners' word indexes (a BitmapOr), or else through the
+    One equality per agent rather than ``= ANY(array)``, which GIN cannot search: each arm of
+    the OR then reads that agent's words through the words indexed by owner (revision 0020:
+    GIN on agent and words, and the shared memories' words; a BitmapOr), or else through the
     agent and shared indexes."""
     if visible is None:
         return "TRUE"

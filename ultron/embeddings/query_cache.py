@@ -39,8 +39,7 @@ class QueryCache:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return vec
-        embed_query = getattr(embedder, "embed_query", embedder.embed_one)  # a query-only path, if any
-        vec = np.asarray(embed_query(text), dtype=np.float32).copy()
+        vec = np.asarray(embedder.embed_one(text), dtype=np.float32).copy()
         vec.setflags(write=False)
         with self._lock:
             self.misses += 1
