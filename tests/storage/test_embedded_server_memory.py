@@ -1,6 +1,6 @@
 """The embedded server's memory settings (issue 15): ULTRON_PG_SHARED_BUFFERS reaches the
 server from its very first start, and a changed value applies at the next start of the same
-data directory."""
+data directory; the lock slots the owner graphs need are there from the first start too."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from pathlib import Path
 import psycopg
 from ultron.db import embedded
 with psycopg.connect(embedded.ensure_server(Path(sys.argv[1]))) as conn:
-    print(conn.execute("SHOW shared_buffers").fetchone()[0], conn.execute("SHOW effective_cache_size").fetchone()[0])
+    print(*(conn.execute(f"SHOW {name}").fetchone()[0]
+            for name in ("shared_buffers", "effective_cache_size", "max_locks_per_transaction")))
 """
 
 
@@ -52,10 +53,12 @@ def show(pgdata: Path, shared_buffers: str | None) -> list[str]:
 
 
 def test_shared_buffers_applies_from_the_first_start_and_follows_a_changed_value(pgdata):
-    assert show(pgdata, "160MB")[0] == "160MB"  # a new data directory: initdb, then start
+    first = show(pgdata, "160MB")
+    assert first[0] == "160MB"  # a new data directory: initdb, then start
+    assert first[2] == embedded.LOCK_CONFIG["max_locks_per_transaction"]  # a fast-path lock for every graph
     assert embedded.read_postmaster(pgdata) is None  # the client's exit stopped it
     assert show(pgdata, "192MB")[0] == "192MB"  # the same directory, restarted
-    default, _ = show(pgdata, None)  # unset: derived from the machine's RAM
+    default = show(pgdata, None)[0]  # unset: derived from the machine's RAM
     assert megabytes(default) == megabytes(embedded.default_shared_buffers())
 
 
