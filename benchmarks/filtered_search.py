@@ -52,6 +52,20 @@ def load_arms(rev: str) -> Any:
     return module_at(rev, "ultron/db/search_arms.py", "baseline_search_arms")
 
 
+class WithoutLarge:
+    """A ``search_arms`` from issue 28 on, before ``large`` (the filters known to keep many
+    memories): the service's ``large`` dropped."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.module, name)
+
+    def candidates(self, conn: Any, *args: Any, large: Any = None, **kwargs: Any) -> Any:
+        return self.module.candidates(conn, *args, **kwargs)
+
+
 class WithoutVisibility:
     """An older ``search_arms`` (no ``visible`` argument), as ``MemoryService._search`` calls it."""
 
@@ -61,7 +75,8 @@ class WithoutVisibility:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.module, name)
 
-    def candidates(self, conn: Any, *args: Any, visible: Any = None, graphs: Any = None, **kwargs: Any) -> Any:
+    def candidates(self, conn: Any, *args: Any, visible: Any = None, graphs: Any = None, large: Any = None,
+                   **kwargs: Any) -> Any:
         if visible is not None:
             raise NotImplementedError("no visibility filter before issue 28")
         # before issue 29 the service set ef_search (the arms do now), and every statement on
@@ -125,13 +140,14 @@ BLOCK = 25
 def without_owner_graphs(memory) -> Iterator[None]:
     """The service searches as if no owner graph existed: none named to the arms, and each
     hidden from the planner (``graphs_hidden``)."""
-    memory._graphs = lambda conn: frozenset()
+    memory._graphs = memory._large = lambda conn: frozenset()
     try:
         with graphs_hidden(memory.db):
             yield
     finally:
         memory.__dict__.pop("_graphs", None)
-        memory._graph_cache = None
+        memory.__dict__.pop("_large", None)
+        memory._graph_cache = memory._large_cache = None
 
 
 @contextlib.contextmanager
@@ -181,7 +197,8 @@ def recall(memory, arms_module, vectors, ids, queries, qtexts, filters_of, rows_
         visible = f.pop("visible", None)
         with memory.db.search_engine.connect() as conn:
             got = arms_module.candidates(conn, text, q, k=40, plan=arm_settings(memory.settings), visible=visible,
-                                         graphs=memory._graphs(conn), tier=None, tags=f.get("tags"),
+                                         graphs=memory._graphs(conn), large=memory._large(conn), tier=None,
+                                         tags=f.get("tags"),
                                          agent_id=f.get("agent_id"))
         ann = [c["id"] for c in sorted(got, key=lambda c: c["ann_rank"] or 10**9) if c["ann_rank"]][:10]
         keep = rows_of(i)
@@ -384,8 +401,9 @@ def run_size(args, size: int, home: Path, topics, texts, questions) -> None:
         if args.against_home:
             base_memory = unmigrated_service(args.against_home.resolve() / f"n{size}", settings)
         module = load_arms(args.against)
-        modern = "visible" in inspect.signature(module.candidates).parameters
-        builds.append((args.against, module if modern else WithoutVisibility(module), base_memory))
+        takes = inspect.signature(module.candidates).parameters
+        builds.append((args.against, module if "large" in takes else WithoutLarge(module) if "visible" in takes
+                       else WithoutVisibility(module), base_memory))
         if minilm is not None:  # the baseline's query embedder too (torch before issue 29)
             baseline_embedder = module_at(args.against, "ultron/embeddings/local.py", "baseline_local")
             query_embedders[args.against] = baseline_embedder.LocalMiniLMEmbedder()

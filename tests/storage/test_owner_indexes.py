@@ -190,3 +190,41 @@ def test_a_tag_with_a_graph_of_its_own_finds_what_the_plain_filter_finds(client)
     lexical, dense = run(graphs)
     assert lexical == plain_lexical
     assert len(set(dense[:5]) & set(plain_dense[:5])) >= 4
+
+
+def test_filters_the_statistics_call_large_skip_the_count_and_find_the_same(client, monkeypatch):
+    """An agent or a tag ANALYZE puts well over the exact-scan cap is searched without first
+    counting what it keeps, and the search finds what the counted one finds; a small tag is
+    not named large."""
+    from ultron.db import search_arms
+    from ultron.memory.ranking import arm_settings
+
+    fill(client.db.engine, {("many", False): 120}, seed=9)
+    with client.db.engine.begin() as conn:
+        conn.execute(sa.text(
+            "UPDATE memory_records m SET content = (ARRAY['kafka consumer lag grows', 'redis timeout on connect', "
+            "'docker disk is full'])[1 + n.i % 3] || ' case ' || n.i, "
+            "tags = CASE WHEN n.i % 4 = 0 THEN ARRAY['pandas'] ELSE ARRAY['other', 'more-' || n.i % 9] END "
+            "FROM (SELECT id, row_number() OVER (ORDER BY id) AS i FROM memory_records) n WHERE n.id = m.id"))
+        conn.exec_driver_sql("ANALYZE memory_records")
+        large = vi.large_scopes(conn, 20)
+    assert {"agent:many", "tag:pandas", "tag:other"} <= large and "tag:more-1" not in large, large
+    plan = {**arm_settings(client.settings), "exact_max": 10}
+    q = unit(np.random.default_rng(10), 1)[0]
+    statements: list[str] = []
+    unprepared = search_arms._unprepared
+    monkeypatch.setattr(search_arms, "_unprepared", lambda conn, sql, params: (statements.append(sql),
+                                                                                unprepared(conn, sql, params))[1])
+
+    def run(filters: dict, known: frozenset[str]) -> tuple[dict, list]:
+        with client.db.search_engine.connect() as conn:
+            got = search_arms.candidates(conn, "kafka consumer lag", q, k=10, plan=plan, tier=None,
+                                         tags=filters.get("tags"), agent_id=filters.get("agent_id"), large=known)
+        lexical = {c["id"]: (round(c["bm25"], 9), c["lex_rank"]) for c in got if c["lex_rank"]}
+        return lexical, [c["id"] for c in sorted(got, key=lambda c: c["ann_rank"] or 99) if c["ann_rank"]]
+
+    for filters in ({"tags": ["pandas"]}, {"agent_id": "many"}):
+        counted = run(filters, frozenset())
+        assert "capped" in statements[-1]
+        assert run(filters, large) == counted, filters
+        assert "capped" not in statements[-1]

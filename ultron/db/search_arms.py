@@ -32,8 +32,15 @@ from psycopg.rows import dict_row
 from ultron.db.feedback import FEEDBACK_FACTOR_SQL
 from ultron.db.memories import _filters
 
-#: what ranking needs of a candidate; the full records of the ones returned are read after ranking
-CANDIDATE_COLS = "m.id, m.tier, m.last_hit_at, m.created_at, m.outcome_helped, m.outcome_unhelped"
+#: what ranking needs of a candidate (on a memory_records row aliased ``m``), read by the arms
+#: themselves with the row they already hold; the full records of the ones returned are read
+#: after ranking. Reading them by id again at the end of the statement cost 0.4 of its 4.1 ms
+#: (80 index lookups) and planning a third scan of the table, whose every owner graph the
+#: planner weighs (``ultron.db.vector_indexes``): EXPLAIN ANALYZE at 100k memories.
+CANDIDATE_COLS = (f"m.id, m.tier, m.last_hit_at, m.created_at, m.outcome_helped, m.outcome_unhelped, "
+                  f"{FEEDBACK_FACTOR_SQL}::float8 AS feedback_factor, m.embedding <=> CAST(:q AS vector) AS dist")
+#: the same, from an arm's CTE
+_CARRIED = "id, tier, last_hit_at, created_at, outcome_helped, outcome_unhelped, feedback_factor, dist"
 
 # The query's lexemes (Postgres ``english``: stemmed, stop words dropped) held by at least one
 # active memory, with their count in the query, their Okapi idf (the +1 inside the log, never
@@ -99,13 +106,15 @@ def _dense_arm(cond: str, *, exact: bool, name: str = "ann", param: str = "") ->
     the exact answer; when the cap is reached, the graph is walked instead: the filter's
     own graph when it has one (``ultron.db.vector_indexes``: the planner takes the partial
     index whose predicate the condition names), else the store's. Only one branch runs: the
-    other's one-time filter is false.
+    other's one-time filter is false. A filter with a graph, or known to keep more than the
+    cap (``large`` of ``candidates``), goes straight to the walk (``exact`` false): the
+    planner then costs the store's graph against an exact scan of what the filter keeps.
 
     One pass, reading each kept memory once: counting them first and then comparing took
     two (``--crossover`` of ``benchmarks/filtered_search.py``). A comparison is cheap since
     the vectors are in the rows (revision 0018): see ``Settings.search_exact_max`` for
     what the cap is set from."""
-    hnsw = f"SELECT id, embedding <=> CAST(:q AS vector) AS dist FROM memory_records WHERE {cond}"
+    hnsw = f"SELECT {CANDIDATE_COLS} FROM memory_records m WHERE {cond}"
     if not exact:
         return f"{name} AS MATERIALIZED ({hnsw} ORDER BY dist LIMIT :k)"
     capped = f"capped{param}"
@@ -113,36 +122,37 @@ def _dense_arm(cond: str, *, exact: bool, name: str = "ann", param: str = "") ->
     # cannot serve as cheaply as the filter's own index
     return f"""{capped} AS MATERIALIZED ({hnsw} LIMIT :exact_max),
         {name} AS MATERIALIZED (
-            (SELECT id, dist FROM {capped} WHERE (SELECT count(*) FROM {capped}) < :exact_max ORDER BY dist LIMIT :k)
+            (SELECT * FROM {capped} WHERE (SELECT count(*) FROM {capped}) < :exact_max ORDER BY dist LIMIT :k)
             UNION ALL
             ({hnsw} AND (SELECT count(*) FROM {capped}) >= :exact_max ORDER BY dist LIMIT :k)
         )"""
 
 
 def _owners_dense_arm(cond: str, visible: Sequence[str], params: dict[str, Any], exact: bool,
-                      graphs: frozenset[str] = frozenset()) -> str:
+                      uncounted: frozenset[str] = frozenset()) -> str:
     """The ``ann`` CTE for what an agent-bound token sees (its agents' memories and the
     shared ones), as the union of one dense arm per owner: each agent's, then the shared
     memories', each through its own graph when it has one (``_dense_arm``). One condition
     ``shared OR agent_id = ANY(...)`` could use none of those graphs and walked the
-    store's: 3.5x the unfiltered search for two agents of 50 (``benchmarks/filtered_search.py``)."""
+    store's: 3.5x the unfiltered search for two agents of 50 (``benchmarks/filtered_search.py``).
+    ``uncounted``: the owners searched without first counting what they keep."""
     parts = []
     for i, agent in enumerate(visible):
         params[f"owner{i}"] = agent
-        parts.append(_dense_arm(f"{cond} AND agent_id = :owner{i}", exact=exact and f"agent:{agent}" not in graphs,
+        parts.append(_dense_arm(f"{cond} AND agent_id = :owner{i}", exact=exact and f"agent:{agent}" not in uncounted,
                                 name=f"ann{i}", param=str(i)))
-    parts.append(_dense_arm(f"{cond} AND shared", exact=exact and "shared" not in graphs, name="ann_shared",
+    parts.append(_dense_arm(f"{cond} AND shared", exact=exact and "shared" not in uncounted, name="ann_shared",
                             param="_shared"))
-    union = " UNION ALL ".join([f"SELECT id, dist FROM ann{i}" for i in range(len(visible))]
-                               + ["SELECT id, dist FROM ann_shared"])
-    # a shared memory of one of the agents is in two parts: once here
+    union = " UNION ALL ".join([f"SELECT * FROM ann{i}" for i in range(len(visible))]
+                               + ["SELECT * FROM ann_shared"])
+    # a shared memory of one of the agents is in two parts (the same row both times): once here
     return ",\n        ".join(parts) + f""",
         ann AS MATERIALIZED (
-            SELECT id, min(dist) AS dist FROM ({union}) u GROUP BY id ORDER BY dist LIMIT :k
+            SELECT * FROM (SELECT DISTINCT ON (id) * FROM ({union}) u ORDER BY id) d ORDER BY dist LIMIT :k
         )"""
 
 
-_POOL_COLS = "id, search_tsv, len_content, len_resolution, len_context"
+_POOL_COLS = f"{CANDIDATE_COLS}, m.search_tsv, m.len_content, m.len_resolution, m.len_context"
 
 
 def _pool(cond: str) -> str:
@@ -153,7 +163,7 @@ def _pool(cond: str) -> str:
     intersected the store's matches with the filter's own index, whose entries for a 5% tag
     or a team were most of a filtered search at 1M memories; the branch that checked a
     tag on each text match instead, to spare that, went with it."""
-    return (f"pool AS MATERIALIZED (SELECT {_POOL_COLS} FROM memory_records "
+    return (f"pool AS MATERIALIZED (SELECT {_POOL_COLS} FROM memory_records m "
             f"WHERE {cond} AND search_tsv @@ {_ESSENTIAL_TSQUERY} LIMIT :pool)")
 
 
@@ -179,14 +189,15 @@ def query_terms(conn: sa.Connection, text: str, plan: dict[str, Any]) -> list[di
     return [dict(r._mapping) for r in rows]
 
 
-def _tag_graph(tags: Sequence[str] | None, graphs: frozenset[str]) -> bool:
-    """One tag, and it has a graph of its own (``ultron.db.vector_indexes``)."""
-    return bool(tags) and len(tags) == 1 and f"tag:{tags[0]}" in graphs
+def _one_tag_in(tags: Sequence[str] | None, scopes: frozenset[str]) -> bool:
+    """One tag, and ``scopes`` names it (``ultron.db.vector_indexes``' scope names)."""
+    return bool(tags) and len(tags) == 1 and f"tag:{tags[0]}" in scopes
 
 
 def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int, plan: dict[str, Any],
                tier: str | None, tags: Sequence[str] | None, agent_id: str | None,
-               visible: Sequence[str] | None = None, graphs: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+               visible: Sequence[str] | None = None, graphs: frozenset[str] = frozenset(),
+               large: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """Both arms and their join, one statement, on a connection of ``Database.search_engine``
     (the vector goes over as binary): one row per memory in either arm's top ``k``, with
     ``CANDIDATE_COLS``, ``similarity`` (cosine), ``feedback_factor``, ``bm25`` (0 outside the
@@ -201,7 +212,10 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
     (``ultron.access.visible_agents``); only theirs and shared memories are candidates.
     ``graphs``: the scopes with a vector index of their own (``ultron.db.vector_indexes``):
     their dense arm walks it without first counting what the filter keeps. A scope named
-    here without an index still gets the right answer, from the store's graph."""
+    here without an index still gets the right answer, from the store's graph. ``large``:
+    the agents and tags known to keep more than ``exact_max`` memories
+    (``ultron.db.vector_indexes.large_scopes``): without a graph, theirs skip the count too,
+    and the planner chooses between an exact scan and the store's graph."""
     cond, params = _filters(tier, tags, agent_id, visible)
     exact = bool(tags or agent_id or visible is not None) and plan.get("exact_max", 0) > 0
     ef = max(int(plan["ef_search"]), k)
@@ -211,7 +225,7 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
     if visible is not None and agent_id is None:  # a graph per owner (the condition above stays for the pool)
         base, _ = _filters(tier, tags, None)
         owned = graphs if not (tier or tags) else frozenset()
-        dense = _owners_dense_arm(base, visible, params, exact, owned)
+        dense = _owners_dense_arm(base, visible, params, exact, owned | (large if not (tier or tags) else frozenset()))
         if all(f"agent:{a}" in owned for a in visible) and "shared" in owned:
             # Every part walks a graph of its own, and the union takes the best k of k per
             # part: ef_search = k keeps recall@10 at 0.998+ and costs a third of the
@@ -219,8 +233,9 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
             # (benchmarks/filtered_search.py: 1.41x unfiltered with ef 100 at 100k).
             ef = k
     else:
-        own = (f"agent:{agent_id}" in graphs and not (tier or tags) if agent_id
-               else _tag_graph(tags, graphs) and not tier)
+        uncounted = graphs | large
+        own = (f"agent:{agent_id}" in uncounted and not (tier or tags) if agent_id
+               else _one_tag_in(tags, uncounted) and not tier)
         dense = _dense_arm(cond, exact=exact and not own)
     use_ef_search(conn, ef)
     params.update(_lexical_params(plan), text=text, q=np.asarray(embedding, dtype=np.float32), k=k,
@@ -243,11 +258,12 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
         {dense},
         ranked_ann AS (SELECT id, row_number() OVER (ORDER BY dist, id) AS ann_rank FROM ann),
         ranked_lex AS (SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, id) AS lex_rank FROM lex)
-        SELECT {CANDIDATE_COLS}, 1 - (m.embedding <=> CAST(:q AS vector)) AS similarity,
-               {FEEDBACK_FACTOR_SQL}::float8 AS feedback_factor,
+        SELECT c.id, c.tier, c.last_hit_at, c.created_at, c.outcome_helped, c.outcome_unhelped,
+               1 - c.dist AS similarity, c.feedback_factor,
                a.ann_rank, coalesce(l.bm25, 0)::float8 AS bm25, l.lex_rank
-        FROM (SELECT id FROM ann UNION SELECT id FROM lex) c
-        JOIN memory_records m ON m.id = c.id
+        FROM (SELECT {_CARRIED} FROM ann
+              UNION ALL
+              SELECT {_CARRIED} FROM pool p WHERE p.id IN (SELECT id FROM lex) AND p.id NOT IN (SELECT id FROM ann)) c
         LEFT JOIN ranked_ann a ON a.id = c.id
         LEFT JOIN ranked_lex l ON l.id = c.id
     """

@@ -97,6 +97,7 @@ class MemoryService:
         self.db = ctx.db
         self.settings = ctx.settings
         self._graph_cache: tuple[float, frozenset[str]] | None = None
+        self._large_cache: tuple[float, frozenset[str]] | None = None
 
     @property
     def provider(self):
@@ -352,9 +353,11 @@ class MemoryService:
             q = QUERIES.embed(self.embedder, query)
         with self.db.search_engine.connect() as conn:
             visible = access.visible_agents()
-            graphs = self._graphs(conn) if any(filters.values()) or visible is not None else frozenset()
+            filtered = any(filters.values()) or visible is not None
+            graphs = self._graphs(conn) if filtered else frozenset()
+            large = self._large(conn) if filtered else frozenset()
             candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings),
-                                         visible=visible, graphs=graphs, **filters)
+                                         visible=visible, graphs=graphs, large=large, **filters)
             ranked = rank_candidates(candidates, self.settings, limit, explore)
             records = {r.id: r for r in store.get_records(conn, [c["id"] for c in ranked])}
         if count_hits:
@@ -371,6 +374,16 @@ class MemoryService:
         if self._graph_cache is None or now - self._graph_cache[0] > GRAPHS_SECONDS:
             self._graph_cache = (now, vector_index_store.valid_scopes(conn))
         return self._graph_cache[1]
+
+    def _large(self, conn) -> frozenset[str]:
+        """The agents and tags the statistics put well over ``ULTRON_SEARCH_EXACT_MAX``
+        memories (``vector_index_store.large_scopes``), read as often as ``_graphs``. Twice
+        the cap: the statistics are an estimate and count every memory, not the active ones."""
+        now = time.monotonic()
+        if self._large_cache is None or now - self._large_cache[0] > GRAPHS_SECONDS:
+            at_least = 2 * self.settings.search_exact_max
+            self._large_cache = (now, vector_index_store.large_scopes(conn, at_least) if at_least else frozenset())
+        return self._large_cache[1]
 
     def flush_hits(self) -> None:
         """Wait until this process's searches have written their hit counts (``ultron.db.hits``);
