@@ -197,6 +197,8 @@ class Settings:
     #: for a filter keeping 5,000 took 17 ms: comparing them all was barely faster (15 ms),
     #: while 10,000 compared before a walk cost a filter keeping 20,000 or 50,000 memories
     #: 40 ms more (``benchmarks/filtered_search.py --crossover``; docs/scale.md). Hence 1,000.
+    #: An agent or tag that the planner's statistics put on twice this or more skips that
+    #: count (``ultron.db.vector_indexes.large_scopes``).
     search_exact_max: int = 1000
     #: ULTRON_OWNER_INDEX_MIN: an agent with at least this many active memories (and the
     #: shared memories, once as many) gets an HNSW index of its own (``ultron.db.vector_indexes``),

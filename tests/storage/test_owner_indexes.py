@@ -98,7 +98,7 @@ def test_a_team_search_finds_the_nearest_of_its_agents_and_the_shared_ones(clien
 
     rng = np.random.default_rng(5)
     owners = {("team-a", False): 30, ("team-b", False): 30, ("outsider", False): 30, ("outsider", True): 10,
-              (None, False): 10}
+              (None, False): 10, ("team-a", True): 8}  # the last in two of the token's parts
     fill(client.db.engine, owners, seed=5)
     q = unit(rng, 1)[0]
     with client.db.engine.connect() as conn:
@@ -121,6 +121,7 @@ def test_a_team_search_finds_the_nearest_of_its_agents_and_the_shared_ones(clien
         ids = {r.id: r for r in rows}
         dense = [c["id"] for c in sorted(got, key=lambda c: c["ann_rank"] or 99) if c["ann_rank"]]
         assert all(ids[i].shared or ids[i].agent_id in ("team-a", "team-b") for i in [c["id"] for c in got])
+        assert len(got) == len({c["id"] for c in got}) and len(dense) == len(set(dense))  # each memory once
         assert len(set(dense[:10]) & set(truth)) >= 9, exact_max
     assert access.visible_agents() is None
 

@@ -37,10 +37,14 @@ from ultron.db.memories import _filters
 #: after ranking. Reading them by id again at the end of the statement cost 0.4 of its 4.1 ms
 #: (80 index lookups) and planning a third scan of the table, whose every owner graph the
 #: planner weighs (``ultron.db.vector_indexes``): EXPLAIN ANALYZE at 100k memories.
-CANDIDATE_COLS = (f"m.id, m.tier, m.last_hit_at, m.created_at, m.outcome_helped, m.outcome_unhelped, "
-                  f"{FEEDBACK_FACTOR_SQL}::float8 AS feedback_factor, m.embedding <=> CAST(:q AS vector) AS dist")
+#: (The feedback factor is computed at the end, on the candidates alone: computed here it
+#: was numeric arithmetic on each of the up to ``exact_max`` memories a filter's exact scan
+#: reads, 0.7 ms of a team's search at 100k memories.)
+CANDIDATE_COLS = ("m.id, m.tier, m.last_hit_at, m.created_at, m.outcome_helped, m.outcome_unhelped, "
+                  "m.helpful_count, m.unhelpful_count, m.embedding <=> CAST(:q AS vector) AS dist")
 #: the same, from an arm's CTE
-_CARRIED = "id, tier, last_hit_at, created_at, outcome_helped, outcome_unhelped, feedback_factor, dist"
+_CARRIED = ("id, tier, last_hit_at, created_at, outcome_helped, outcome_unhelped, helpful_count, unhelpful_count, "
+            "dist")
 
 # The query's lexemes (Postgres ``english``: stemmed, stop words dropped) held by at least one
 # active memory, with their count in the query, their Okapi idf (the +1 inside the log, never
@@ -143,13 +147,13 @@ def _owners_dense_arm(cond: str, visible: Sequence[str], params: dict[str, Any],
                                 name=f"ann{i}", param=str(i)))
     parts.append(_dense_arm(f"{cond} AND shared", exact=exact and "shared" not in uncounted, name="ann_shared",
                             param="_shared"))
-    union = " UNION ALL ".join([f"SELECT * FROM ann{i}" for i in range(len(visible))]
-                               + ["SELECT * FROM ann_shared"])
-    # a shared memory of one of the agents is in two parts (the same row both times): once here
+    # A shared memory of one of the agents is in two parts, the same row (and distance) both
+    # times: once here, as the rows sorted by distance, then id, are told apart by both. A sort
+    # by id alone compared every pair of ids under the database's collation (1 ms for 120
+    # rows), and hashing whole rows (UNION) took 0.3 ms.
+    union = " UNION ALL ".join([f"SELECT * FROM ann{i}" for i in range(len(visible))] + ["SELECT * FROM ann_shared"])
     return ",\n        ".join(parts) + f""",
-        ann AS MATERIALIZED (
-            SELECT * FROM (SELECT DISTINCT ON (id) * FROM ({union}) u ORDER BY id) d ORDER BY dist LIMIT :k
-        )"""
+        ann AS MATERIALIZED (SELECT DISTINCT ON (dist, id) * FROM ({union}) u ORDER BY dist, id LIMIT :k)"""
 
 
 _POOL_COLS = f"{CANDIDATE_COLS}, m.search_tsv, m.len_content, m.len_resolution, m.len_context"
@@ -258,14 +262,14 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
         {dense},
         ranked_ann AS (SELECT id, row_number() OVER (ORDER BY dist, id) AS ann_rank FROM ann),
         ranked_lex AS (SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, id) AS lex_rank FROM lex)
-        SELECT c.id, c.tier, c.last_hit_at, c.created_at, c.outcome_helped, c.outcome_unhelped,
-               1 - c.dist AS similarity, c.feedback_factor,
+        SELECT m.id, m.tier, m.last_hit_at, m.created_at, m.outcome_helped, m.outcome_unhelped,
+               1 - m.dist AS similarity, {FEEDBACK_FACTOR_SQL}::float8 AS feedback_factor,
                a.ann_rank, coalesce(l.bm25, 0)::float8 AS bm25, l.lex_rank
         FROM (SELECT {_CARRIED} FROM ann
               UNION ALL
-              SELECT {_CARRIED} FROM pool p WHERE p.id IN (SELECT id FROM lex) AND p.id NOT IN (SELECT id FROM ann)) c
-        LEFT JOIN ranked_ann a ON a.id = c.id
-        LEFT JOIN ranked_lex l ON l.id = c.id
+              SELECT {_CARRIED} FROM pool p WHERE p.id IN (SELECT id FROM lex) AND p.id NOT IN (SELECT id FROM ann)) m
+        LEFT JOIN ranked_ann a ON a.id = m.id
+        LEFT JOIN ranked_lex l ON l.id = m.id
     """
     return _unprepared(conn, sql, params)
 
