@@ -18,7 +18,7 @@ beside this store's. The two builds take turns, a block of queries each, so the 
 drift hits both alike; so do the cases, which run query by query.
 
     python benchmarks/filtered_search.py --keep-home /work/bench29 [--sizes 100000 1000000]
-           [--against main] [--queries 200] [--no-minilm] [--crossover]
+           [--against main] [--queries 200] [--no-minilm] [--cases unfiltered] [--crossover]
 """
 
 from __future__ import annotations
@@ -208,17 +208,20 @@ def recall(memory, arms_module, vectors, ids, queries, qtexts, filters_of, rows_
 
 
 def run_builds(builds, minilm, vectors, ids, queries, qtexts, size, warm_passes: int = 0,
-               query_embedders: dict[str, Any] | None = None) -> list[tuple[str, list[float], float]]:
+               query_embedders: dict[str, Any] | None = None,
+               only: list[str] | None = None) -> list[tuple[str, list[float], float]]:
     """Every build, case and query, timed in blocks of ``BLOCK`` queries, the builds taking
     turns (and turns about who goes first), each block warmed by one search per case; then
     each case's recall. ``builds``: (label, arms module, the service searching its store).
     ``warm_passes``: untimed passes over every build, case and query first (the steady state of a server that has answered such queries before).
     ``minilm``: a service embedding queries with MiniLM, for the unfiltered search with
     the query embedded (each text new to the query cache); ``query_embedders``: the
-    embedder it uses in a build's turn, by label (a baseline's own), when not this build's."""
+    embedder it uses in a build's turn, by label (a baseline's own), when not this build's.
+    ``only``: the cases whose names start so (the unfiltered one always runs)."""
     from ultron.embeddings.query_cache import QUERIES
 
-    case_list = cases(size, len(queries))
+    case_list = [c for c in cases(size, len(queries))
+                 if not only or c[0] == "unfiltered" or any(c[0].startswith(o) for o in only)]
     times: dict[tuple[str, str], list[float]] = {(b[0], c[0]): [] for b in builds for c in case_list}
     unsupported: set[tuple[str, str]] = set()
     minilm_times: dict[str, list[float]] = {b[0]: [] for b in builds}
@@ -319,6 +322,9 @@ def main() -> int:
     ap.add_argument("--warm", type=int, default=0, metavar="PASSES",
                     help="untimed passes over every build, case and query first (a server's steady state)")
     ap.add_argument("--no-minilm", action="store_true", help="skip the row with a MiniLM query embedding")
+    ap.add_argument("--cases", nargs="+", metavar="NAME",
+                    help="only the cases whose names start so, beside the unfiltered one ('unfiltered' alone: "
+                         "no filtered case's indexes competing with it for the cache)")
     ap.add_argument("--crossover", action="store_true",
                     help="also time exact scans against the store's graph for filters without a graph of their own")
     args = ap.parse_args()
@@ -409,7 +415,7 @@ def run_size(args, size: int, home: Path, topics, texts, questions) -> None:
             query_embedders[args.against] = baseline_embedder.LocalMiniLMEmbedder()
             query_embedders[args.against].embed_one("warm up")
     results = run_builds(builds + [("this build", search_arms, memory)], minilm, vectors, ids, queries, qtexts,
-                         size, args.warm, query_embedders)
+                         size, args.warm, query_embedders, args.cases)
     print(f"== {size:,} memories, {args.queries} queries, load average {os.getloadavg()[0]:.2f} at the end ==")
     print(f"{'search (vector given unless said)':44} {'p50 ms':>8} {'p99 ms':>8} {'recall@10':>9} {'/ unfiltered':>12} "
           f"{'/ baseline':>10}")
