@@ -25,7 +25,9 @@ def private_home(prefix: str) -> Iterator[Path]:
         yield home
     finally:
         from ultron.db import embedded
+        from ultron.db.hits import flush_all
 
+        flush_all()  # the searches' queued hit counts, while their server is still up
         embedded.stop_server(home / "pgdata")
         shutil.rmtree(home, ignore_errors=True)
 
