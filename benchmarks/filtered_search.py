@@ -147,7 +147,7 @@ def without_owner_graphs(memory) -> Iterator[None]:
     finally:
         memory.__dict__.pop("_graphs", None)
         memory.__dict__.pop("_large", None)
-        memory._graph_cache = memory._large_cache = None
+        memory._scope_cache.clear()
 
 
 @contextlib.contextmanager

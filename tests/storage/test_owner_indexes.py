@@ -35,6 +35,24 @@ def fill(engine: sa.Engine, owners: dict[tuple[str | None, bool], int], seed: in
                     {"id": str(uuid.uuid4()), "c": f"memory of {agent}", "a": agent, "s": shared, "e": vec(v)})
 
 
+def relabel(engine: sa.Engine, texts: list[str], tagged_every: int) -> None:
+    """Each memory (in id order, numbered from 1) gets one of ``texts`` and a case number; every
+    ``tagged_every``-th is tagged ``pandas``, the others ``other`` and one of nine ``more-N``."""
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "UPDATE memory_records m SET content = (CAST(:texts AS text[]))"
+            "[1 + n.i % cardinality(CAST(:texts AS text[]))] || ' case ' || n.i, "
+            "tags = CASE WHEN n.i % :every = 0 THEN ARRAY['pandas'] ELSE ARRAY['other', 'more-' || n.i % 9] END "
+            "FROM (SELECT id, row_number() OVER (ORDER BY id) AS i FROM memory_records) n WHERE n.id = m.id"),
+            {"texts": texts, "every": tagged_every})
+
+
+def arms_of(got: list[dict]) -> tuple[dict, list]:
+    """A search's candidates as its two arms: lexical (id -> (bm25, rank)), dense (ids by rank)."""
+    lexical = {c["id"]: (round(c["bm25"], 9), c["lex_rank"]) for c in got if c["lex_rank"]}
+    return lexical, [c["id"] for c in sorted(got, key=lambda c: c["ann_rank"] or 99) if c["ann_rank"]]
+
+
 def index_names(engine: sa.Engine) -> set[str]:
     with engine.connect() as conn:
         return set(conn.execute(sa.text(
@@ -161,12 +179,9 @@ def test_a_tag_with_a_graph_of_its_own_finds_what_the_plain_filter_finds(client)
     from ultron.memory.ranking import arm_settings
 
     fill(client.db.engine, {("tagger", False): 120}, seed=7)
-    with client.db.engine.begin() as conn:
-        conn.execute(sa.text(
-            "UPDATE memory_records m SET content = (ARRAY['kafka consumer lag grows', 'redis timeout on connect', "
-            "'docker disk is full', 'nginx answers bad gateway'])[1 + n.i % 4] || ' case ' || n.i, "
-            "tags = CASE WHEN n.i % 6 = 0 THEN ARRAY['pandas'] ELSE ARRAY['other', 'more-' || n.i % 9] END "
-            "FROM (SELECT id, row_number() OVER (ORDER BY id) AS i FROM memory_records) n WHERE n.id = m.id"))
+    relabel(client.db.engine, ["kafka consumer lag grows", "redis timeout on connect", "docker disk is full",
+                               "nginx answers bad gateway"], 6)
+    with client.db.engine.connect() as conn:
         tagged = set(conn.execute(sa.text("SELECT id FROM memory_records WHERE tags @> ARRAY['pandas']")).scalars())
     assert len(tagged) == 20
     settings = client.settings.__class__.from_env(home=client.settings.home, owner_index_min=10, tag_indexes=1)
@@ -182,9 +197,7 @@ def test_a_tag_with_a_graph_of_its_own_finds_what_the_plain_filter_finds(client)
             got = search_arms.candidates(conn, "kafka consumer lag", q, k=10, plan=plan, tier=None, tags=["pandas"],
                                          agent_id=None, graphs=known)
         assert {c["id"] for c in got} <= tagged
-        lexical = {c["id"]: (round(c["bm25"], 9), c["lex_rank"]) for c in got if c["lex_rank"]}
-        dense = [c["id"] for c in sorted(got, key=lambda c: c["ann_rank"] or 99) if c["ann_rank"]]
-        return lexical, dense
+        return arms_of(got)
 
     plain_lexical, plain_dense = run(frozenset())
     assert plain_lexical  # the tagged kafka memories
@@ -201,12 +214,8 @@ def test_filters_the_statistics_call_large_skip_the_count_and_find_the_same(clie
     from ultron.memory.ranking import arm_settings
 
     fill(client.db.engine, {("many", False): 120}, seed=9)
+    relabel(client.db.engine, ["kafka consumer lag grows", "redis timeout on connect", "docker disk is full"], 4)
     with client.db.engine.begin() as conn:
-        conn.execute(sa.text(
-            "UPDATE memory_records m SET content = (ARRAY['kafka consumer lag grows', 'redis timeout on connect', "
-            "'docker disk is full'])[1 + n.i % 3] || ' case ' || n.i, "
-            "tags = CASE WHEN n.i % 4 = 0 THEN ARRAY['pandas'] ELSE ARRAY['other', 'more-' || n.i % 9] END "
-            "FROM (SELECT id, row_number() OVER (ORDER BY id) AS i FROM memory_records) n WHERE n.id = m.id"))
         conn.exec_driver_sql("ANALYZE memory_records")
         large = vi.large_scopes(conn, 20)
     assert {"agent:many", "tag:pandas", "tag:other"} <= large and "tag:more-1" not in large, large
@@ -221,8 +230,7 @@ def test_filters_the_statistics_call_large_skip_the_count_and_find_the_same(clie
         with client.db.search_engine.connect() as conn:
             got = search_arms.candidates(conn, "kafka consumer lag", q, k=10, plan=plan, tier=None,
                                          tags=filters.get("tags"), agent_id=filters.get("agent_id"), large=known)
-        lexical = {c["id"]: (round(c["bm25"], 9), c["lex_rank"]) for c in got if c["lex_rank"]}
-        return lexical, [c["id"] for c in sorted(got, key=lambda c: c["ann_rank"] or 99) if c["ann_rank"]]
+        return arms_of(got)
 
     for filters in ({"tags": ["pandas"]}, {"agent_id": "many"}):
         counted = run(filters, frozenset())

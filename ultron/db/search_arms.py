@@ -233,10 +233,12 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
     # A filter with a graph of its own walks it at once, with no count of what it keeps first;
     # only when it is the whole filter: a tier or a tag on top may keep few of that graph's
     # memories, and then the count's exact comparison is what finds them.
+    uncounted = graphs | large
     if visible is not None and agent_id is None:  # a graph per owner (the condition above stays for the pool)
         base, _ = _filters(tier, tags, None)
-        owned = graphs if not (tier or tags) else frozenset()
-        dense = _owners_dense_arm(base, visible, params, exact, owned | (large if not (tier or tags) else frozenset()))
+        whole = not (tier or tags)
+        owned = graphs if whole else frozenset()
+        dense = _owners_dense_arm(base, visible, params, exact, uncounted if whole else frozenset())
         if all(f"agent:{a}" in owned for a in visible) and "shared" in owned:
             # Every part walks a graph of its own, and the union takes the best k of k per
             # part: ef_search = k keeps recall@10 at 0.998+ and costs a third of the
@@ -244,7 +246,6 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
             # (benchmarks/filtered_search.py: 1.41x unfiltered with ef 100 at 100k).
             ef = k
     else:
-        uncounted = graphs | large
         own = (f"agent:{agent_id}" in uncounted and not (tier or tags) if agent_id
                else _one_tag_in(tags, uncounted) and not tier)
         dense = _dense_arm(cond, exact=exact and not own)

@@ -12,7 +12,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -96,8 +96,8 @@ class MemoryService:
         self.ctx = ctx
         self.db = ctx.db
         self.settings = ctx.settings
-        self._graph_cache: tuple[float, frozenset[str]] | None = None
-        self._large_cache: tuple[float, frozenset[str]] | None = None
+        #: scope sets read from the store, by name: (when read, the set) (``_scopes``)
+        self._scope_cache: dict[str, tuple[float, frozenset[str]]] = {}
 
     @property
     def provider(self):
@@ -367,23 +367,26 @@ class MemoryService:
         return [SearchResult(records[c["id"]], float(c["similarity"]), c["score"], c["matched"])
                 for c in ranked if c["id"] in records]
 
+    def _scopes(self, name: str, read: Callable[[], frozenset[str]]) -> frozenset[str]:
+        """``read()``, kept for GRAPHS_SECONDS under ``name``."""
+        now = time.monotonic()
+        cached = self._scope_cache.get(name)
+        if cached is None or now - cached[0] > GRAPHS_SECONDS:
+            cached = self._scope_cache[name] = (now, read())
+        return cached[1]
+
     def _graphs(self, conn) -> frozenset[str]:
         """The owners with a vector index of their own, read at most every GRAPHS_SECONDS (an
         index built or dropped meanwhile only changes how fast, not what, a search finds)."""
-        now = time.monotonic()
-        if self._graph_cache is None or now - self._graph_cache[0] > GRAPHS_SECONDS:
-            self._graph_cache = (now, vector_index_store.valid_scopes(conn))
-        return self._graph_cache[1]
+        return self._scopes("graphs", lambda: vector_index_store.valid_scopes(conn))
 
     def _large(self, conn) -> frozenset[str]:
         """The agents and tags the statistics put well over ``ULTRON_SEARCH_EXACT_MAX``
         memories (``vector_index_store.large_scopes``), read as often as ``_graphs``. Twice
         the cap: the statistics are an estimate and count every memory, not the active ones."""
-        now = time.monotonic()
-        if self._large_cache is None or now - self._large_cache[0] > GRAPHS_SECONDS:
-            at_least = 2 * self.settings.search_exact_max
-            self._large_cache = (now, vector_index_store.large_scopes(conn, at_least) if at_least else frozenset())
-        return self._large_cache[1]
+        at_least = 2 * self.settings.search_exact_max
+        return self._scopes("large", lambda: vector_index_store.large_scopes(conn, at_least) if at_least
+                            else frozenset())
 
     def flush_hits(self) -> None:
         """Wait until this process's searches have written their hit counts (``ultron.db.hits``);
