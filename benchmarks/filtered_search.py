@@ -371,6 +371,20 @@ def unmigrated_service(home: Path, settings) -> Any:
     return memory
 
 
+def graphs_as_of(memory, rev: str) -> None:
+    """The service on a store of ``rev``'s reads its owner graphs as ``rev`` did: before
+    revision 0022 they were partial indexes (today's ``valid_scopes`` reads partitions)."""
+    import subprocess
+
+    path = "ultron/db/vector_indexes.py"
+    repo = Path(__file__).resolve().parent.parent
+    if subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{rev}:{path}"], capture_output=True).returncode:
+        return
+    old = module_at(rev, path, "baseline_vector_indexes")
+    if not hasattr(old, "partition_name"):
+        memory._graphs = lambda conn: memory._scopes("graphs", lambda: old.valid_scopes(conn))
+
+
 def run_size(args, size: int, home: Path, topics, texts, questions) -> None:
     from ultron.context import ServiceContext
     from ultron.db import search_arms
@@ -406,6 +420,7 @@ def run_size(args, size: int, home: Path, topics, texts, questions) -> None:
         base_memory = memory
         if args.against_home:
             base_memory = unmigrated_service(args.against_home.resolve() / f"n{size}", settings)
+            graphs_as_of(base_memory, args.against)
         module = load_arms(args.against)
         takes = inspect.signature(module.candidates).parameters
         builds.append((args.against, module if "large" in takes else WithoutLarge(module) if "visible" in takes

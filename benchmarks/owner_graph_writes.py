@@ -1,14 +1,16 @@
-"""What the owner indexes (``ultron.db.vector_indexes``) cost a write: the same memories
+"""What the owner graphs (``ultron.db.vector_indexes``) cost a write: the same memories
 INSERTed one statement each, as an upload stores one, into the store
 ``benchmarks/search.py`` built, with its owner graphs and the word indexes by owner
-(revision 0020), with the graphs alone (word indexes dropped), and with neither.
+(revision 0020), with the graphs alone (word indexes dropped), and with neither. Since
+revision 0022 a graph is a partition of its own, which the trigger
+``memory_owner_vectors_sync`` writes to: "no graph" drops the trigger.
 
 Each pass runs in a transaction that is rolled back, the drops included (DDL is
 transactional in PostgreSQL), so the store is left exactly as it was and the layouts are
 timed on the same data minutes apart: the passes take turns, three of each. A new
 memory here is like the stored ones: one of 50 agents, a ``kind-NN`` and a ``topic-NNN``
-tag, 1% shared; so it lands in the store's graph, its agent's graph and, for the 16
-indexed tags, often in a tag graph too. The rows printed are the time per INSERT (p50 and
+tag, 1% shared; so it lands in the store's graph, its agent's graph and, for the indexed
+tags (``ULTRON_TAG_INDEXES``), in a tag graph or two too. The rows printed are the time per INSERT (p50 and
 mean over all passes) and its ratio to the store's indexes alone.
 
     python benchmarks/owner_graph_writes.py --keep-home /work/bench29 [--sizes 100000] [--rows 300]
@@ -36,8 +38,8 @@ INSERT = ("INSERT INTO memory_records (id, memory_type, content, context, resolu
 
 
 def one_pass(engine, rows: list[tuple], dropped: list[str]) -> list[float]:
-    """The rows INSERTed one by one in a transaction (after dropping the indexes named
-    ``dropped``), then rolled back; the seconds of each INSERT."""
+    """The rows INSERTed one by one in a transaction (after running ``dropped``, the DROP
+    statements of a layout), then rolled back; the seconds of each INSERT."""
     from pgvector.psycopg import register_vector
 
     times = []
@@ -45,8 +47,8 @@ def one_pass(engine, rows: list[tuple], dropped: list[str]) -> list[float]:
         raw = conn.connection.driver_connection
         register_vector(raw)
         with raw.transaction(force_rollback=True), raw.cursor() as cur:
-            for name in dropped:
-                cur.execute(f'DROP INDEX "{name}"')
+            for sql in dropped:
+                cur.execute(sql)
             for row in rows:
                 t0 = time.perf_counter()
                 cur.execute(INSERT, row)
@@ -82,16 +84,17 @@ def run_size(args, size: int) -> None:
     engine = client.db.engine
     with engine.connect() as conn:
         graphs = list(conn.execute(sa.text("SELECT index_name FROM memory_vector_indexes")).scalars())
-        words = list(conn.execute(sa.text(
+        trigger = ["DROP TRIGGER memory_owner_vectors_sync ON memory_records"]
+        words = [f'DROP INDEX "{name}"' for name in conn.execute(sa.text(
             "SELECT c.relname FROM pg_class c JOIN pg_index x ON x.indexrelid = c.oid "
-            "WHERE x.indrelid = 'memory_records'::regclass AND c.relname LIKE 'ix_memory_records_%_words'")).scalars())
+            "WHERE x.indrelid = 'memory_records'::regclass AND c.relname LIKE 'ix_memory_records_%_words'")).scalars()]
     vectors = make_vectors(args.rows, np.random.default_rng([5, size]), centres())
     rows = []
     for n in range(args.rows):
         i = size + n  # the stored rows' pattern of agents, tags and sharing, continued
         text = f"new memory {n}: the deploy step timed out after the cache was cleared"
         rows.append((str(uuid.uuid4()), text, text[:60], text, agent_of(i), vectors[n], tags_of(i), shared_of(i)))
-    layouts = {"store's indexes only": graphs + words, "owner graphs, no word index": words,
+    layouts = {"store's indexes only": trigger + words, "owner graphs, no word index": words,
                "owner graphs + word indexes": []}
     one_pass(engine, rows[:20], [])  # warm: the graphs' upper layers into the cache
     times: dict[str, list[float]] = {label: [] for label in layouts}

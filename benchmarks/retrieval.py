@@ -361,8 +361,9 @@ def strip_terms(sentence: str, terms: list[str]) -> str:
 
 
 def run_lessons(settings_overrides: dict[str, Any]) -> None:
-    from lessons import Pipeline, transcripts  # benchmarks/lessons.py
+    from lessons import Pipeline, _transcripts  # benchmarks/lessons.py
 
+    transcripts = _transcripts()
     specs = [s for s in transcripts.load_specs(LESSONS_DEV.glob("*.json")) if s.get("shape") != "negative"]
     if not specs:
         print(f"\nlessons set: no specs under {LESSONS_DEV}; skipped")

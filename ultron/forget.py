@@ -175,8 +175,8 @@ def forget(ctx: ServiceContext, memory_ids: Sequence[str] | None = None, segment
                     conn, memory_ids=mem.deleted_memories, agent_id=agent_id,
                     session_ids=[agent_session_id(s.get("agent_session_id"), s["session_file"]) for s in mem.sessions])
                 if agent_id and not (session_file or segment_id or memory_ids):
-                    # its own vector index names it (in the catalog's predicate): gone with it
-                    vector_index_store.drop_owner(conn, vector_index_store.agent_scope(agent_id))
+                    # its own vector graph names it (its partition bound): gone with it
+                    vector_index_store.drop(conn, vector_index_store.agent_scope(agent_id))
                 xid = store.transaction_id(conn) if purge else None
                 # Files last, inside the transaction: if the commit fails, forget can simply run again.
                 files = _remove_skill_dirs(settings.skills_dir, plan.dirs,

@@ -205,10 +205,14 @@ class Settings:
     #: built by the maintenance step ``index_owners``; one that falls below half of it loses it.
     owner_index_min: int = 1000
     #: ULTRON_TAG_INDEXES: how many of the commonest tags (at least ULTRON_OWNER_INDEX_MIN
-    #: memories each, on at most a fifth of them, ``agent:`` tags aside) get an HNSW index of
-    #: their own too; 0: none. Each memory sits in the graph of each of its indexed tags, so
-    #: every one costs disk and upload time.
-    tag_indexes: int = 16
+    #: memories each, on at most a fifth of them, ``agent:`` tags aside) get an HNSW graph of
+    #: their own too; 0: none. Each memory's vector is copied into the graph of each of its
+    #: tags that has one, so every one costs disk (about 2 kB a memory with its graph, 6.2 GB for 271 graphs at
+    #: 1M memories) and
+    #: upload time. Since the graphs are partitions of their own (revision 0022) they cost
+    #: the other searches no planning, so this is no longer held to 16, which left a 0.5% tag
+    #: at 1M memories to an exact scan of 5,000 rows spread over the heap.
+    tag_indexes: int = 256
     #: ULTRON_PG_SHARED_BUFFERS: the embedded server's shared_buffers (e.g. "2GB"), applied when
     #: it starts; unset: a quarter of the machine's RAM, at most 4 GB (PostgreSQL's 128 MB
     #: default keeps a 1M-memory HNSW graph out of its cache).

@@ -22,7 +22,7 @@ def scalar(client, sql, **params):
 
 
 def test_schema_is_migrated_with_pgvector(client):
-    assert client.db.revision == "0021"
+    assert client.db.revision == "0022"
     assert scalar(client, "SELECT extversion FROM pg_extension WHERE extname = 'vector'").startswith("0.8")
     cols = {r for r in client.db.engine.connect().execute(sa.text(
         "SELECT column_name FROM information_schema.columns WHERE table_name = 'task_segments'")).scalars()}

@@ -143,7 +143,15 @@ class Database:
                         # No plan_cache_mode here: the candidates statement, whose generic plan
                         # took 100 ms, not 5, runs unprepared (ultron.db.search_arms), so it is
                         # planned with its values each time; the rest may keep a generic plan.
-                        cur.execute("SET hnsw.iterative_scan = relaxed_order; SET synchronous_commit = off")
+                        # enable_seqscan off: an owner's graph is a partition of its own
+                        # (revision 0022), and for one of a few thousand memories the planner
+                        # costs reading and sorting them all below walking its graph, which
+                        # took 3.9 against 5.1 ms of a team's statement at 100k memories
+                        # (EXPLAIN ANALYZE, median of 40). Nothing else a search runs has a
+                        # cheaper plan with a sequential scan; a table with no other path is
+                        # still scanned (the memory_corpus row).
+                        cur.execute("SET hnsw.iterative_scan = relaxed_order; SET synchronous_commit = off; "
+                                    "SET enable_seqscan = off")
                     # The query vector goes over as binary (pgvector's adapter): its 384 floats
                     # as text took 0.2 ms a statement to print and parse. Nothing read here
                     # returns a vector column, so nothing else changes.

@@ -61,9 +61,10 @@ log = logging.getLogger("ultron.db.embedded")
 #: pages after a crash, and the page images it writes to WAL go with the segments.
 WAL_CONFIG = {"wal_recycle": "off", "wal_init_zero": "on", "wal_keep_size": "0", "min_wal_size": "32MB"}
 
-#: Planning a search locks the memory table and every index on it, and a store with many
-#: large agents has an HNSW graph for each (``ultron.db.vector_indexes``: 67 of them for 50
-#: agents, the shared memories and 16 tags). PostgreSQL 18 gives each backend as many
+#: Planning a search locks the memory table and every index on it, and each owner graph it
+#: walks with its partition's indexes (``ultron.db.vector_indexes``; until revision 0022 the
+#: graphs were indexes of the memory table, 67 of them for 50 agents, the shared memories
+#: and 16 tags, and were all locked). PostgreSQL 18 gives each backend as many
 #: fast-path lock slots as ``max_locks_per_transaction`` (64 by default); the locks past
 #: them go through the shared lock table, under its partition locks. At 256, a rare tag's
 #: search statement planned in 1.1 ms against 1.7 at 1M memories (EXPLAIN's planning time,

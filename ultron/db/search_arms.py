@@ -31,17 +31,24 @@ from psycopg.rows import dict_row
 
 from ultron.db.feedback import FEEDBACK_FACTOR_SQL
 from ultron.db.memories import _filters
+from ultron.db.vector_indexes import COPY_TYPE, partition_name
 
 #: what ranking needs of a candidate (on a memory_records row aliased ``m``), read by the arms
 #: themselves with the row they already hold; the full records of the ones returned are read
 #: after ranking. Reading them by id again at the end of the statement cost 0.4 of its 4.1 ms
 #: (80 index lookups) and planning a third scan of the table, whose every owner graph the
-#: planner weighs (``ultron.db.vector_indexes``): EXPLAIN ANALYZE at 100k memories.
+#: planner weighed (``ultron.db.vector_indexes``, before revision 0022): EXPLAIN ANALYZE at 100k memories.
 #: (The feedback factor is computed at the end, on the candidates alone: computed here it
 #: was numeric arithmetic on each of the up to ``exact_max`` memories a filter's exact scan
 #: reads, 0.7 ms of a team's search at 100k memories.)
-CANDIDATE_COLS = ("m.id, m.tier, m.last_hit_at, m.created_at, m.outcome_helped, m.outcome_unhelped, "
-                  "m.helpful_count, m.unhelpful_count, m.embedding <=> CAST(:q AS vector) AS dist")
+_RANKING_COLS = ("m.id, m.tier, m.last_hit_at, m.created_at, m.outcome_helped, m.outcome_unhelped, "
+                 "m.helpful_count, m.unhelpful_count")
+_DISTANCE = "embedding <=> CAST(:q AS vector)"
+CANDIDATE_COLS = f"{_RANKING_COLS}, m.{_DISTANCE} AS dist"
+#: the distance an owner's graph is walked by: its copies are in half precision
+#: (``ultron.db.vector_indexes.COPY_TYPE``), so the walk only picks the nearest ``k``; their
+#: distance is the one between the full vectors (``CANDIDATE_COLS``)
+_COPY_DISTANCE = f"embedding <=> CAST(CAST(:q AS vector) AS {COPY_TYPE})"
 #: Ties in distance or score are broken by id, compared byte by byte: under the database's
 #: collation (libc's C.UTF-8 for the embedded server) sorting 200 ids took 2.2 ms against 1.0
 #: at 1M memories, and the lexical pool of a common query ties often. For ids, which are
@@ -102,7 +109,28 @@ _QUERY_WORDS_OF_DOC = ("ts_delete(d.search_tsv, tsvector_to_array(ts_delete(d.se
                        "ARRAY(SELECT lexeme FROM terms))))")
 
 
-def _dense_arm(cond: str, *, exact: bool, name: str = "ann", param: str = "") -> str:
+def _walk(cond: str, graph: str | None, whole: bool) -> str:
+    """The nearest ``k`` among the memories ``cond`` keeps, by walking a graph: the store's
+    (``graph`` None), or an owner's, the partition of ``memory_owner_vectors`` named ``graph``
+    (``ultron.db.vector_indexes``), whose memories are the scope's active ones. When the
+    scope is the ``whole`` filter, the partition's nearest ``k`` are the answer and only they
+    are joined to their rows; when ``cond`` keeps fewer (a tier or a tag on top of an agent),
+    the walk goes on through the join (the iterative scan of ``Database.search_engine``)
+    until ``k`` of them pass.
+
+    The partition is named, not found through the partitioned table by its scope: there the
+    planner also weighed the primary key's entries for the scope, sorted, against the graph."""
+    if graph is None:
+        return f"SELECT {CANDIDATE_COLS} FROM memory_records m WHERE {cond} ORDER BY dist LIMIT :k"
+    if whole:
+        return (f"SELECT {CANDIDATE_COLS} FROM (SELECT id FROM {graph} ORDER BY {_COPY_DISTANCE} LIMIT :k) v "
+                f"JOIN memory_records m ON m.id = v.id WHERE {cond}")
+    return (f"SELECT {CANDIDATE_COLS} FROM {graph} v JOIN memory_records m ON m.id = v.id WHERE {cond} "
+            f"ORDER BY v.{_COPY_DISTANCE} LIMIT :k")
+
+
+def _dense_arm(cond: str, *, exact: bool, name: str = "ann", param: str = "", graph: str | None = None,
+               whole: bool = False) -> str:
     """The ``ann`` CTE (or ``name``): the top ``k`` by cosine distance among the memories
     ``cond`` keeps.
 
@@ -112,46 +140,63 @@ def _dense_arm(cond: str, *, exact: bool, name: str = "ann", param: str = "") ->
     recall 0.92 for one agent among 50 at 100k memories (``benchmarks/search.py``). So the
     statement first compares the query with the memories the filter keeps, through the
     filter's index, up to ``exact_max`` of them (``capped``): when there are fewer, that is
-    the exact answer; when the cap is reached, the graph is walked instead: the filter's
-    own graph when it has one (``ultron.db.vector_indexes``: the planner takes the partial
-    index whose predicate the condition names), else the store's. Only one branch runs: the
-    other's one-time filter is false. A filter with a graph, or known to keep more than the
-    cap (``large`` of ``candidates``), goes straight to the walk (``exact`` false): the
-    planner then costs the store's graph against an exact scan of what the filter keeps.
+    the exact answer; when the cap is reached, a graph is walked instead (``_walk``): the
+    filter's owner's own graph when it has one (``graph``, its partition's name),
+    else the store's. Only one branch runs: the other's one-time filter is false. A filter
+    that is a graph's ``whole`` scope, or known to keep more than the cap (``large`` of
+    ``candidates``), goes straight to the walk (``exact`` false); with no graph of its own
+    the planner then costs the store's graph against an exact scan of what the filter keeps.
 
     One pass, reading each kept memory once: counting them first and then comparing took
     two (``--crossover`` of ``benchmarks/filtered_search.py``). A comparison is cheap since
     the vectors are in the rows (revision 0018): see ``Settings.search_exact_max`` for
     what the cap is set from."""
-    hnsw = f"SELECT {CANDIDATE_COLS} FROM memory_records m WHERE {cond}"
+    walk = _walk(cond, graph, whole)
     if not exact:
-        return f"{name} AS MATERIALIZED ({hnsw} ORDER BY dist LIMIT :k)"
+        return f"{name} AS MATERIALIZED ({walk})"
     capped = f"capped{param}"
+    count = f"(SELECT count(*) FROM {capped})"
     # the cap's scan never takes the HNSW index: a LIMIT with no ORDER BY, which the index
     # cannot serve as cheaply as the filter's own index
-    return f"""{capped} AS MATERIALIZED ({hnsw} LIMIT :exact_max),
+    return f"""{capped} AS MATERIALIZED (SELECT {CANDIDATE_COLS} FROM memory_records m WHERE {cond} LIMIT :exact_max),
         {name} AS MATERIALIZED (
-            (SELECT * FROM {capped} WHERE (SELECT count(*) FROM {capped}) < :exact_max ORDER BY dist LIMIT :k)
+            (SELECT * FROM {capped} WHERE {count} < :exact_max ORDER BY dist LIMIT :k)
             UNION ALL
-            ({hnsw} AND (SELECT count(*) FROM {capped}) >= :exact_max ORDER BY dist LIMIT :k)
+            (SELECT * FROM ({walk}) w WHERE {count} >= :exact_max)
         )"""
 
 
 def _owners_dense_arm(cond: str, visible: Sequence[str], params: dict[str, Any], exact: bool,
-                      uncounted: frozenset[str] = frozenset()) -> str:
+                      uncounted: frozenset[str] = frozenset(), graphs: frozenset[str] = frozenset(),
+                      whole: bool = False) -> str:
     """The ``ann`` CTE for what an agent-bound token sees (its agents' memories and the
     shared ones), as the union of one dense arm per owner: each agent's, then the shared
     memories', each through its own graph when it has one (``_dense_arm``). One condition
     ``shared OR agent_id = ANY(...)`` could use none of those graphs and walked the
     store's: 3.5x the unfiltered search for two agents of 50 (``benchmarks/filtered_search.py``).
-    ``uncounted``: the owners searched without first counting what they keep."""
+    ``uncounted``: the owners searched without first counting what they keep; ``graphs``: the
+    owners with a graph; ``whole``: ``cond`` keeps each owner's active memories, no fewer."""
     parts = []
+    owners = [(f"agent:{agent}", f"{cond} AND agent_id = :owner{i}", f"ann{i}", str(i))
+              for i, agent in enumerate(visible)] + [("shared", f"{cond} AND shared", "ann_shared", "_shared")]
     for i, agent in enumerate(visible):
         params[f"owner{i}"] = agent
-        parts.append(_dense_arm(f"{cond} AND agent_id = :owner{i}", exact=exact and f"agent:{agent}" not in uncounted,
-                                name=f"ann{i}", param=str(i)))
-    parts.append(_dense_arm(f"{cond} AND shared", exact=exact and "shared" not in uncounted, name="ann_shared",
-                            param="_shared"))
+    if whole and all(scope in graphs for scope, *_ in owners):
+        # Every owner's graph holds exactly what the filter keeps of it: the nearest k of the
+        # walks' union are the answer, and only they are joined to their rows. Joining each
+        # walk's k took 120 primary-key lookups instead of 40 for a team of two.
+        walks = " UNION ALL ".join(
+            f"(SELECT id, {_COPY_DISTANCE} AS near FROM {partition_name(scope)} ORDER BY near LIMIT :k)"
+            for scope, *_ in owners)
+        return f"""ann AS MATERIALIZED (
+            SELECT {CANDIDATE_COLS}
+            FROM (SELECT DISTINCT ON (near, {_ID_ORDER}) * FROM ({walks}) u ORDER BY near, {_ID_ORDER} LIMIT :k) v
+            JOIN memory_records m ON m.id = v.id WHERE {cond}
+        )"""
+    for scope, owner_cond, name, param in owners:
+        graph = partition_name(scope) if scope in graphs else None
+        parts.append(_dense_arm(owner_cond, exact=exact and scope not in uncounted, name=name, param=param,
+                                graph=graph, whole=whole))
     # A shared memory of one of the agents is in two parts, the same row (and distance) both
     # times: once here, as the rows sorted by distance, then id, are told apart by both. A sort
     # by id alone compared every pair of ids under the database's collation (1 ms for 120
@@ -200,11 +245,6 @@ def query_terms(conn: sa.Connection, text: str, plan: dict[str, Any]) -> list[di
     return [dict(r._mapping) for r in rows]
 
 
-def _one_tag_in(tags: Sequence[str] | None, scopes: frozenset[str]) -> bool:
-    """One tag, and ``scopes`` names it (``ultron.db.vector_indexes``' scope names)."""
-    return bool(tags) and len(tags) == 1 and f"tag:{tags[0]}" in scopes
-
-
 def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int, plan: dict[str, Any],
                tier: str | None, tags: Sequence[str] | None, agent_id: str | None,
                visible: Sequence[str] | None = None, graphs: frozenset[str] = frozenset(),
@@ -221,9 +261,10 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
     ``Database.search_engine``; its rows are ranked by distance here, as a relaxed-order scan
     may return them slightly out of order. ``visible``: the agents of an agent-bound token
     (``ultron.access.visible_agents``); only theirs and shared memories are candidates.
-    ``graphs``: the scopes with a vector index of their own (``ultron.db.vector_indexes``):
-    their dense arm walks it without first counting what the filter keeps. A scope named
-    here without an index still gets the right answer, from the store's graph. ``large``:
+    ``graphs``: the scopes with a vector graph of their own (``ultron.db.vector_indexes``):
+    their dense arm walks it, without first counting what the filter keeps when the scope is
+    the whole filter. A scope named here whose graph has since been dropped raises
+    ``GraphGone`` (the caller reads the graphs again and searches once more). ``large``:
     the agents and tags known to keep more than ``exact_max`` memories
     (``ultron.db.vector_indexes.large_scopes``): without a graph, theirs skip the count too,
     and the planner chooses between an exact scan and the store's graph."""
@@ -237,18 +278,19 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
     if visible is not None and agent_id is None:  # a graph per owner (the condition above stays for the pool)
         base, _ = _filters(tier, tags, None)
         whole = not (tier or tags)
-        owned = graphs if whole else frozenset()
-        dense = _owners_dense_arm(base, visible, params, exact, uncounted if whole else frozenset())
-        if all(f"agent:{a}" in owned for a in visible) and "shared" in owned:
+        dense = _owners_dense_arm(base, visible, params, exact, uncounted if whole else frozenset(), graphs, whole)
+        if whole and all(f"agent:{a}" in graphs for a in visible) and "shared" in graphs:
             # Every part walks a graph of its own, and the union takes the best k of k per
             # part: ef_search = k keeps recall@10 at 0.998+ and costs a third of the
             # store's ef (100) per part, 3 walks being the team search's extra cost
             # (benchmarks/filtered_search.py: 1.41x unfiltered with ef 100 at 100k).
             ef = k
     else:
-        own = (f"agent:{agent_id}" in uncounted and not (tier or tags) if agent_id
-               else _one_tag_in(tags, uncounted) and not tier)
-        dense = _dense_arm(cond, exact=exact and not own)
+        # the owner whose graph may serve: the agent, else the one tag
+        scope = f"agent:{agent_id}" if agent_id else (f"tag:{tags[0]}" if tags and len(tags) == 1 else None)
+        whole = scope is not None and not tier and not (agent_id and tags)
+        graph = partition_name(scope) if scope in graphs else None
+        dense = _dense_arm(cond, exact=exact and not (whole and scope in uncounted), graph=graph, whole=whole)
     use_ef_search(conn, ef)
     params.update(_lexical_params(plan), text=text, q=np.asarray(embedding, dtype=np.float32), k=k,
                   exact_max=int(plan.get("exact_max", 0)))
@@ -279,10 +321,20 @@ def candidates(conn: sa.Connection, text: str, embedding: np.ndarray, *, k: int,
         LEFT JOIN ranked_ann a ON a.id = m.id
         LEFT JOIN ranked_lex l ON l.id = m.id
     """
-    return _unprepared(conn, sql, params)
+    try:
+        return _unprepared(conn, sql, params)
+    except sa.exc.ProgrammingError as exc:
+        if graphs and isinstance(exc.orig, psycopg.errors.UndefinedTable):
+            raise GraphGone(str(exc.orig).splitlines()[0]) from exc
+        raise
 
 
-@functools.lru_cache(maxsize=256)
+class GraphGone(LookupError):
+    """A graph named in ``graphs`` was dropped since the caller learnt of it (the maintenance
+    step dropped a shrunk owner's, or the owner was forgotten): read the graphs again."""
+
+
+@functools.lru_cache(maxsize=1024)
 def _pyformat(sql: str, dialect: sa.Dialect) -> str:
     """``sql`` as SQLAlchemy's ``text()`` compiles it for psycopg (``:name`` to ``%(name)s``,
     ``%`` doubled), once per statement shape: the text depends only on which filters are set."""

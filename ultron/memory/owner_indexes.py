@@ -1,13 +1,13 @@
-"""Keeping the per-owner vector indexes in line with the store (``ultron.db.vector_indexes``):
+"""Keeping the per-owner vector graphs in line with the store (``ultron.db.vector_indexes``):
 the maintenance step ``index_owners``. Owners here are agents, the shared memories and the
 ``ULTRON_TAG_INDEXES`` commonest tags.
 
-An agent reaching ``ULTRON_OWNER_INDEX_MIN`` active memories gets an index; one falling
+An agent reaching ``ULTRON_OWNER_INDEX_MIN`` active memories gets a graph; one falling
 below half of that (or forgotten) loses it, so an agent hovering at the threshold is not
-indexed and dropped on alternate runs. Indexes are built and dropped ``CONCURRENTLY``:
-searches and uploads go on meanwhile. A build that failed (a killed worker, a full disk)
-leaves an invalid index behind; the next run drops it and builds again. Two workers may
-run this at once: ``IF NOT EXISTS`` and the work lease keep them from doubling the work.
+indexed and dropped on alternate runs. A graph is built in a table of its own while
+searches and uploads go on, then attached as a partition (uploads wait for the attach, not
+for the build). A build that failed (a killed worker, a full disk) leaves a table nobody
+reads; the next run replaces it. The work lease keeps two workers from doubling the work.
 """
 
 from __future__ import annotations
@@ -34,20 +34,18 @@ def refresh_owner_indexes(db: Database, settings: Settings) -> dict[str, Any]:
             wanted = store.owner_counts(conn, max(1, threshold // 2), settings.tag_indexes)
             have = store.recorded(conn)
         created, dropped, kept = [], [], []
-        with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            for scope, info in sorted(have.items()):
-                if scope in wanted and info["valid"]:
-                    kept.append(scope)
-                    continue
-                conn.exec_driver_sql(store.drop_sql(scope, concurrently=True))
-                store.forget(conn, scope)
-                if scope not in wanted:
-                    dropped.append(scope)
-            for scope, n in sorted(wanted.items()):
-                if scope in kept or n < threshold:
-                    continue
-                log.info("building the vector index of %s (%d memories)", scope, n)
-                conn.exec_driver_sql(store.create_sql(scope, concurrently=True))
-                store.record(conn, scope)
-                created.append(scope)
+        for scope, info in sorted(have.items()):
+            if scope in wanted and info["valid"]:
+                kept.append(scope)
+                continue
+            with db.engine.begin() as conn:
+                store.drop(conn, scope)
+            if scope not in wanted:
+                dropped.append(scope)
+        for scope, n in sorted(wanted.items()):
+            if scope in kept or n < threshold:
+                continue
+            log.info("building the vector graph of %s (%d memories)", scope, n)
+            store.build(db.engine, scope)
+            created.append(scope)
         return {"created": created, "dropped": dropped, "kept": kept}

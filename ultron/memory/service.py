@@ -28,6 +28,7 @@ from ultron.db import memories as store
 from ultron.db import outcomes as outcome_store
 from ultron.db import memory_files as file_store
 from ultron.db import search_arms as arms
+from ultron.db.search_arms import GraphGone
 from ultron.db import vector_indexes as vector_index_store
 from ultron.db.memories import MemoryRecord
 from ultron.embeddings.query_cache import QUERIES
@@ -356,8 +357,13 @@ class MemoryService:
             filtered = any(filters.values()) or visible is not None
             graphs = self._graphs(conn) if filtered else frozenset()
             large = self._large(conn) if filtered else frozenset()
-            candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings),
-                                         visible=visible, graphs=graphs, large=large, **filters)
+            try:
+                candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings),
+                                             visible=visible, graphs=graphs, large=large, **filters)
+            except GraphGone:
+                self._scope_cache.pop("graphs", None)
+                candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings),
+                                             visible=visible, graphs=self._graphs(conn), large=large, **filters)
             ranked = rank_candidates(candidates, self.settings, limit, explore)
             records = {r.id: r for r in store.get_records(conn, [c["id"] for c in ranked])}
         if count_hits:
@@ -376,8 +382,9 @@ class MemoryService:
         return cached[1]
 
     def _graphs(self, conn) -> frozenset[str]:
-        """The owners with a vector index of their own, read at most every GRAPHS_SECONDS (an
-        index built or dropped meanwhile only changes how fast, not what, a search finds)."""
+        """The owners with a vector graph of their own, read at most every GRAPHS_SECONDS (a
+        graph built meanwhile only changes how fast, not what, a search finds; one dropped
+        meanwhile makes the search read them again: ``GraphGone``)."""
         return self._scopes("graphs", lambda: vector_index_store.valid_scopes(conn))
 
     def _large(self, conn) -> frozenset[str]:
