@@ -103,7 +103,7 @@ def test_the_migrations_build_the_owner_graphs_on_a_populated_store_and_take_the
         assert set(vi.recorded(conn)) == {"agent:big-agent", vi.SHARED}
         plan = "\n".join(conn.execute(sa.text(
             "EXPLAIN SELECT id FROM memory_records WHERE status = 'active' AND agent_id = 'big-agent' "
-            "ORDER BY embedding <=> CAST(CAST(:q AS vector) AS halfvec(384)) LIMIT 10"),
+            "ORDER BY embedding <=> CAST(:q AS vector) LIMIT 10"),
             {"q": vec(np.ones(DIM) / DIM ** 0.5)}).scalars())
     assert vi.index_name("agent:big-agent") in plan, plan
     # 0022: the graphs leave the memories' table for partitions of their own, with the same memories
