@@ -88,6 +88,12 @@ def predicate(scope: str) -> str:
     return f"agent_id = {_literal(scope[len('agent:'):])} AND status = 'active'"
 
 
+def _copy_sql(scope: str) -> str:
+    """Copy a scope's memories with a vector into its partition's table."""
+    return (f"INSERT INTO {partition_name(scope)} (scope, id, embedding) SELECT {_literal(scope)}, id, "
+            f"CAST(embedding AS {COPY_TYPE}) FROM memory_records WHERE {predicate(scope)} AND embedding IS NOT NULL")
+
+
 def fill_sql(scope: str) -> list[str]:
     """A scope's partition, built apart from the table: its rows, then its graph. Run without
     a transaction (``build``), so searches and uploads go on meanwhile; a build that died
@@ -95,8 +101,7 @@ def fill_sql(scope: str) -> list[str]:
     name, lit = partition_name(scope), _literal(scope)
     return [f"DROP TABLE IF EXISTS {name}",
             f"CREATE TABLE {name} (LIKE {TABLE} INCLUDING DEFAULTS, CHECK (scope = {lit}), PRIMARY KEY (scope, id))",
-            f"INSERT INTO {name} (scope, id, embedding) SELECT {lit}, id, CAST(embedding AS {COPY_TYPE}) "
-            f"FROM memory_records WHERE {predicate(scope)} AND embedding IS NOT NULL",
+            _copy_sql(scope),
             f"CREATE INDEX {name}_hnsw ON {name} {GRAPH_HNSW}",
             # without statistics the planner takes a fresh partition for a few rows, and sorts them
             f"ANALYZE {name}"]
@@ -114,9 +119,7 @@ def attach(conn: sa.Connection, scope: str) -> None:
     conn.exec_driver_sql(
         f"DELETE FROM {name} p WHERE NOT EXISTS (SELECT 1 FROM memory_records m WHERE m.id = p.id AND "
         f"{pred} AND CAST(m.embedding AS {COPY_TYPE}) = p.embedding)")
-    conn.exec_driver_sql(
-        f"INSERT INTO {name} (scope, id, embedding) SELECT {lit}, id, CAST(embedding AS {COPY_TYPE}) "
-        f"FROM memory_records WHERE {pred} AND embedding IS NOT NULL ON CONFLICT (scope, id) DO NOTHING")
+    conn.exec_driver_sql(f"{_copy_sql(scope)} ON CONFLICT (scope, id) DO NOTHING")
     # (the table's CHECK spares the attach a scan of its rows)
     conn.exec_driver_sql(f"ALTER TABLE {TABLE} ATTACH PARTITION {name} FOR VALUES IN ({lit})")
     record(conn, scope, name)
@@ -209,13 +212,12 @@ def index_name(scope: str) -> str:
     return _hashed("ix_memory_vec_", scope)
 
 
-def create_sql(scope: str, *, concurrently: bool) -> str:
-    how = "CONCURRENTLY " if concurrently else ""
-    return f"CREATE INDEX {how}IF NOT EXISTS {index_name(scope)} ON memory_records {HNSW} WHERE {predicate(scope)}"
+def create_sql(scope: str) -> str:
+    return f"CREATE INDEX IF NOT EXISTS {index_name(scope)} ON memory_records {HNSW} WHERE {predicate(scope)}"
 
 
-def drop_sql(scope: str, *, concurrently: bool) -> str:
-    return f"DROP INDEX {'CONCURRENTLY ' if concurrently else ''}IF EXISTS {index_name(scope)}"
+def drop_sql(scope: str) -> str:
+    return f"DROP INDEX IF EXISTS {index_name(scope)}"
 
 
 def large_scopes(conn: sa.Connection, at_least: int) -> frozenset[str]:

@@ -8,6 +8,7 @@ of the same memory end as one row and one contribution, never two rows.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import time
@@ -357,13 +358,13 @@ class MemoryService:
             filtered = any(filters.values()) or visible is not None
             graphs = self._graphs(conn) if filtered else frozenset()
             large = self._large(conn) if filtered else frozenset()
+            search = functools.partial(arms.candidates, conn, query, q, k=k, plan=arm_settings(self.settings),
+                                       visible=visible, large=large, **filters)
             try:
-                candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings),
-                                             visible=visible, graphs=graphs, large=large, **filters)
+                candidates = search(graphs=graphs)
             except GraphGone:
                 self._scope_cache.pop("graphs", None)
-                candidates = arms.candidates(conn, query, q, k=k, plan=arm_settings(self.settings),
-                                             visible=visible, graphs=self._graphs(conn), large=large, **filters)
+                candidates = search(graphs=self._graphs(conn))
             ranked = rank_candidates(candidates, self.settings, limit, explore)
             records = {r.id: r for r in store.get_records(conn, [c["id"] for c in ranked])}
         if count_hits:

@@ -37,12 +37,12 @@ def upgrade() -> None:
     threshold = max(1, int(os.environ.get("ULTRON_OWNER_INDEX_MIN") or 1000))
     tags = max(0, int(os.environ.get("ULTRON_TAG_INDEXES") or 16))
     for scope in vi.owner_counts(conn, threshold, tags):
-        conn.exec_driver_sql(vi.create_sql(scope, concurrently=False))
+        conn.exec_driver_sql(vi.create_sql(scope))
         vi.record(conn, scope)
 
 
 def downgrade() -> None:
     conn = op.get_bind()
     for scope in vi.recorded(conn):
-        conn.exec_driver_sql(vi.drop_sql(scope, concurrently=False))
+        conn.exec_driver_sql(vi.drop_sql(scope))
     op.drop_table("memory_vector_indexes")

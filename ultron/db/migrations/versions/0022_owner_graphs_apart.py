@@ -85,7 +85,7 @@ def upgrade() -> None:
                "FOR EACH STATEMENT EXECUTE FUNCTION memory_owner_vectors_truncate()")
     _roomy_builds(conn)
     for scope in sorted(vi.recorded(conn)):
-        conn.exec_driver_sql(vi.drop_sql(scope, concurrently=False))
+        conn.exec_driver_sql(vi.drop_sql(scope))
         vi.forget(conn, scope)
         vi.build_here(conn, scope)
 
@@ -102,7 +102,7 @@ def downgrade() -> None:
     op.execute(f"DROP TABLE {vi.TABLE}")
     _roomy_builds(conn)
     for scope in scopes:
-        conn.exec_driver_sql(vi.create_sql(scope, concurrently=False))
+        conn.exec_driver_sql(vi.create_sql(scope))
         vi.record(conn, scope)
 
 
